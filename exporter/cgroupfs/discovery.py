@@ -1,0 +1,193 @@
+"""Walk the cgroup2 tree and say what each cgroup is, from its path alone.
+
+A cgroup's id is the inode number of its cgroup2 directory: the same number
+``bpf_get_current_cgroup_id()`` returns in the scheduler probe, so blame and samples
+join on it. ``os.scandir`` hands us that inode without an extra ``stat``.
+
+Kubernetes layouts recognised (anywhere in the path, so a nested kubelet root works):
+
+* systemd driver: ``kubepods.slice/kubepods-<qos>.slice/kubepods-<qos>-pod<uid>.slice/
+  <runtime>-<id>.scope`` (Guaranteed pods sit directly under ``kubepods.slice``; the
+  pod UID's dashes are underscores in slice names). Under a kubelet ``--cgroup-root``
+  the slice names carry the root's prefix, as systemd nests slices by name:
+  ``kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-burstable-pod<uid>.slice``;
+* cgroupfs driver: ``kubepods/<qos>/pod<uid>/<id>`` (Guaranteed: ``kubepods/pod<uid>/<id>``);
+* a static pod's ``<uid>`` is the 32-hex config hash the kubelet gives it;
+* runtimes: containerd ``cri-containerd-<id>.scope``, CRI-O ``crio-<id>.scope``, docker
+  ``docker-<id>.scope``; with cgroupfs the leaf is the bare container ID (containerd,
+  dockershim) or ``crio-<id>`` (CRI-O). CRI-O's monitor ``crio-conmon-<id>`` is not a
+  container: it is classified ``OTHER`` with its pod, and not tracked.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class CgroupKind(StrEnum):
+    CONTAINER = "container"  # a Kubernetes or docker container
+    POD = "pod"  # a pod-level cgroup (aggregate of its containers)
+    SYSTEM = "system"  # a systemd unit under system.slice (or init.scope)
+    USER = "user"  # a user slice (user.slice/user-<uid>.slice)
+    ROOT = "root"  # the root cgroup: kernel threads and unassigned tasks
+    SLICE = "slice"  # an intermediate grouping (kubepods.slice, system.slice, ...)
+    OTHER = "other"  # anything else, e.g. a cgroup a person made by hand
+
+
+# Kinds sampled as "containers" (workload units). Pods and slices are aggregates of
+# tracked children: sampling them too would count the same CPU twice.
+TRACKED_KINDS = frozenset({CgroupKind.CONTAINER, CgroupKind.SYSTEM, CgroupKind.USER})
+
+
+@dataclass(frozen=True, slots=True)
+class K8sCgroup:
+    pod_uid: str  # with dashes, as the API has it (a static pod: its 32-hex config hash)
+    container_id: str | None  # None for the pod-level cgroup
+    runtime: str | None  # containerd, crio, docker; None when the path does not say
+    qos: str  # guaranteed, burstable, besteffort
+    driver: str  # systemd or cgroupfs
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupRef:
+    id: int  # inode of the cgroup2 directory
+    path: str  # "/" + path relative to the cgroup2 root ("/" is the root)
+    kind: CgroupKind
+    tracked: bool
+    k8s: K8sCgroup | None = None
+
+
+# A pod UID: an RFC 4122 UUID (dashes, or underscores in systemd slice names), or for a
+# static pod the 32-hex config hash the kubelet uses as its UID (the mirror pod in the
+# API has another UID and carries the hash in its kubernetes.io/config.hash annotation).
+_UID = (
+    r"[0-9a-fA-F]{8}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{12}"
+    r"|[0-9a-f]{32}"
+)
+# The optional "<prefix>-" is a kubelet --cgroup-root slice (e.g. "kubelet-kubepods-...").
+_SYSTEMD_POD = re.compile(
+    r"^(?:.+-)?kubepods(?:-(besteffort|burstable))?-pod(" + _UID + r")\.slice$"
+)
+_KUBEPODS_SLICE = re.compile(r"^(?:.+-)?kubepods(?:-(?:besteffort|burstable))?\.slice$")
+_CGROUPFS_POD = re.compile(r"^pod(" + _UID + r")$")
+_SCOPE = re.compile(r"^(cri-containerd|crio|docker)-([0-9a-f]{12,64})\.scope$")
+# A container leaf under a pod: a runtime scope (systemd) or "crio-<id>" (CRI-O, cgroupfs).
+_POD_LEAF = re.compile(r"^(cri-containerd|crio|docker)-([0-9a-f]{12,64})(?:\.scope)?$")
+_BARE_ID = re.compile(r"^[0-9a-f]{64}$")
+_SHORT_ID = re.compile(r"^[0-9a-f]{12,64}$")
+_RUNTIME = {"cri-containerd": "containerd", "crio": "crio", "docker": "docker"}
+_USER_SLICE = re.compile(r"^user-\d+\.slice$")
+_UNIT = re.compile(r"\.(service|scope|socket|mount|swap)$")
+
+
+def _classify_k8s(parts: list[str]) -> tuple[CgroupKind, K8sCgroup] | None:
+    """Recognise a pod or container cgroup; ``parts`` are the path's components."""
+    for i, part in enumerate(parts):
+        m = _SYSTEMD_POD.match(part)
+        if m:
+            qos = m.group(1) or "guaranteed"
+            uid = m.group(2).replace("_", "-")
+            driver = "systemd"
+        else:
+            m = _CGROUPFS_POD.match(part)
+            if not m or "kubepods" not in parts[:i]:
+                continue
+            prev = parts[i - 1]
+            qos = prev if prev in ("besteffort", "burstable") else "guaranteed"
+            uid = m.group(1).replace("_", "-")
+            driver = "cgroupfs"
+        rest = parts[i + 1 :]
+        if not rest:
+            return CgroupKind.POD, K8sCgroup(uid, None, None, qos, driver)
+        # A path below the container (a cgroup the container made) is part of it.
+        leaf = rest[0]
+        sm = _POD_LEAF.match(leaf)
+        if sm:
+            cid, runtime = sm.group(2), _RUNTIME[sm.group(1)]
+        elif _BARE_ID.match(leaf) or (driver == "cgroupfs" and _SHORT_ID.match(leaf)):
+            cid, runtime = leaf, None
+        else:
+            # e.g. crio-conmon-<id>.scope: the runtime's monitor, not a container.
+            return CgroupKind.OTHER, K8sCgroup(uid, None, None, qos, driver)
+        return CgroupKind.CONTAINER, K8sCgroup(uid, cid, runtime, qos, driver)
+    return None
+
+
+def classify(path: str) -> tuple[CgroupKind, K8sCgroup | None]:
+    """What a cgroup is, from its path relative to the cgroup2 root (``/a/b``)."""
+    if path in ("", "/"):
+        return CgroupKind.ROOT, None
+    parts = [p for p in path.split("/") if p]
+    k8s = _classify_k8s(parts)
+    if k8s is not None:
+        return k8s
+    if any(p == "kubepods" or _KUBEPODS_SLICE.match(p) for p in parts):
+        return CgroupKind.SLICE, None  # kubepods and its QoS-level slices
+    if parts == ["docker"]:
+        return CgroupKind.SLICE, None  # docker's parent with the cgroupfs driver
+    leaf = parts[-1]
+    sm = _SCOPE.match(leaf)
+    if sm is not None and sm.group(1) == "docker":
+        return CgroupKind.CONTAINER, K8sCgroup("", sm.group(2), "docker", "", "systemd")
+    if len(parts) == 2 and parts[0] == "docker" and _BARE_ID.match(leaf):
+        return CgroupKind.CONTAINER, K8sCgroup("", leaf, "docker", "", "cgroupfs")
+    if parts[0] == "system.slice" or path == "/init.scope":
+        if _UNIT.search(leaf):
+            return CgroupKind.SYSTEM, None
+        return CgroupKind.SLICE, None
+    if parts[0] == "user.slice":
+        if len(parts) == 2 and _USER_SLICE.match(leaf):
+            return CgroupKind.USER, None
+        return CgroupKind.SLICE, None
+    if leaf.endswith(".slice"):
+        return CgroupKind.SLICE, None
+    return CgroupKind.OTHER, None
+
+
+def walk(v2_root: str) -> Iterator[CgroupRef]:
+    """Every cgroup under ``v2_root``, the root included, parents before children.
+
+    Descendants of a tracked cgroup are not yielded: a container's sub-cgroups are part
+    of it. An ``OTHER`` cgroup is tracked when it is a leaf (no child cgroups), so a
+    hand-made hierarchy is sampled at the level where its tasks live. Directories that
+    vanish mid-walk are skipped: containers come and go.
+    """
+    try:
+        root_ino = os.stat(v2_root).st_ino
+    except OSError:
+        return
+    yield CgroupRef(id=root_ino, path="/", kind=CgroupKind.ROOT, tracked=False)
+    yield from _walk_dir(v2_root, "")
+
+
+def _walk_dir(abs_dir: str, rel: str) -> Iterator[CgroupRef]:
+    try:
+        with os.scandir(abs_dir) as it:
+            entries = [e for e in it if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return
+    for entry in sorted(entries, key=lambda e: e.name):
+        path = f"{rel}/{entry.name}"
+        kind, k8s = classify(path)
+        tracked = kind in TRACKED_KINDS
+        if kind is CgroupKind.OTHER and not (k8s is not None and k8s.container_id is None):
+            tracked = not _has_child_dir(entry.path)
+        try:
+            ino = entry.inode()
+        except OSError:
+            continue
+        yield CgroupRef(id=ino, path=path, kind=kind, tracked=tracked, k8s=k8s)
+        if not tracked:
+            yield from _walk_dir(entry.path, path)
+
+
+def _has_child_dir(path: str) -> bool:
+    try:
+        with os.scandir(path) as it:
+            return any(e.is_dir(follow_symlinks=False) for e in it)
+    except OSError:
+        return False

@@ -1,0 +1,131 @@
+"""Which cgroup layout this node has, and what the kernel offers (PSI, BTF).
+
+Detected from the filesystem under the given roots, so fixture trees can play any
+node: pure cgroup v2 at ``<sysfs>/fs/cgroup``; hybrid (cgroup2 at ``.../unified`` for
+identity, PSI and usage, v1 ``cpu``/``memory`` controllers for quota, throttling and
+limits); pure v1 (unsupported: per-cgroup PSI does not exist there).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class CgroupMode(StrEnum):
+    V2 = "v2"
+    HYBRID = "hybrid"
+    V1 = "v1"
+    NONE = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    mode: CgroupMode
+    supported: bool
+    reason: str  # why not supported ("" when supported)
+    v2_root: str | None  # the cgroup2 hierarchy that names cgroups (ids = its inodes)
+    v1_cpu_root: str | None  # hybrid only: the v1 cpu controller hierarchy
+    v1_memory_root: str | None  # hybrid only: the v1 memory controller hierarchy
+    psi: bool
+    psi_reason: str
+    btf: bool
+
+
+def _first_dir(*candidates: str) -> str | None:
+    for c in candidates:
+        if os.path.isdir(c):
+            return c
+    return None
+
+
+def _psi_available(procfs: str, v2_root: str | None) -> tuple[bool, str]:
+    path = os.path.join(procfs, "pressure", "cpu")
+    try:
+        with open(path) as f:
+            f.read()
+    except FileNotFoundError:
+        # Recent kernels do not even create /proc/pressure when booted with psi=0.
+        return False, "no /proc/pressure: kernel without CONFIG_PSI, or booted with psi=0"
+    except OSError as e:
+        # EOPNOTSUPP when the kernel has PSI but it is disabled (psi=0 on the cmdline).
+        return False, f"PSI disabled: {path}: {e.strerror}"
+    if v2_root is None or not _has_cgroup_pressure(v2_root):
+        return False, "no per-cgroup cpu.pressure in the cgroup2 hierarchy"
+    return True, ""
+
+
+def _has_cgroup_pressure(v2_root: str) -> bool:
+    """Whether cgroups have ``cpu.pressure``. Kernels before 5.2 show it only below
+    the root, so a root without it is not conclusive: look at its children too."""
+    if os.path.exists(os.path.join(v2_root, "cpu.pressure")):
+        return True
+    try:
+        with os.scandir(v2_root) as it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False) and os.path.exists(
+                    os.path.join(e.path, "cpu.pressure")
+                ):
+                    return True
+    except OSError:
+        pass
+    return False
+
+
+def detect(sysfs: str = "/sys", procfs: str = "/proc") -> NodeFacts:
+    base = os.path.join(sysfs, "fs", "cgroup")
+    btf = os.path.exists(os.path.join(sysfs, "kernel", "btf", "vmlinux"))
+    v1_cpu = _first_dir(os.path.join(base, "cpu"), os.path.join(base, "cpu,cpuacct"))
+    v1_mem = _first_dir(os.path.join(base, "memory"))
+
+    if os.path.exists(os.path.join(base, "cgroup.controllers")):
+        psi, psi_reason = _psi_available(procfs, base)
+        return NodeFacts(
+            mode=CgroupMode.V2,
+            supported=psi,
+            reason="" if psi else psi_reason,
+            v2_root=base,
+            v1_cpu_root=None,
+            v1_memory_root=None,
+            psi=psi,
+            psi_reason=psi_reason,
+            btf=btf,
+        )
+    unified = os.path.join(base, "unified")
+    if os.path.exists(os.path.join(unified, "cgroup.controllers")):
+        psi, psi_reason = _psi_available(procfs, unified)
+        return NodeFacts(
+            mode=CgroupMode.HYBRID,
+            supported=psi,
+            reason="" if psi else psi_reason,
+            v2_root=unified,
+            v1_cpu_root=v1_cpu,
+            v1_memory_root=v1_mem,
+            psi=psi,
+            psi_reason=psi_reason,
+            btf=btf,
+        )
+    if v1_cpu is not None or v1_mem is not None:
+        return NodeFacts(
+            mode=CgroupMode.V1,
+            supported=False,
+            reason="cgroup v1 only: per-cgroup PSI does not exist without cgroup2",
+            v2_root=None,
+            v1_cpu_root=v1_cpu,
+            v1_memory_root=v1_mem,
+            psi=False,
+            psi_reason="no cgroup2 hierarchy",
+            btf=btf,
+        )
+    return NodeFacts(
+        mode=CgroupMode.NONE,
+        supported=False,
+        reason=f"no cgroup hierarchy found under {base}",
+        v2_root=None,
+        v1_cpu_root=None,
+        v1_memory_root=None,
+        psi=False,
+        psi_reason="no cgroup2 hierarchy",
+        btf=btf,
+    )

@@ -1,0 +1,189 @@
+"""Command line: ``contention-exporter [run] ...`` and its subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+
+from . import __version__
+from .identity import HostIdentityResolver, IdentityResolver
+from .metadata_file import FileIdentityResolver
+
+log = logging.getLogger("contention-exporter")
+
+DEFAULT_PORT = 10366  # outside Prometheus's allocated 9100-9999 range; see README
+SUBCOMMANDS = ("run", "findings", "diagnose", "rules")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return v
+
+
+def add_node_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags shared by ``run`` and ``diagnose``: where to read, how often."""
+    g = p.add_argument_group("node")
+    g.add_argument(
+        "--path.sysfs",
+        dest="sysfs",
+        default="/sys",
+        metavar="DIR",
+        help="sysfs mount point (default: %(default)s)",
+    )
+    g.add_argument(
+        "--path.procfs",
+        dest="procfs",
+        default="/proc",
+        metavar="DIR",
+        help="procfs mount point (default: %(default)s)",
+    )
+    g.add_argument(
+        "--sample-interval",
+        type=_positive_float,
+        default=5.0,
+        metavar="SECONDS",
+        help="seconds between sampler passes over every cgroup (default: %(default)s)",
+    )
+    g.add_argument(
+        "--metadata-file",
+        metavar="YAML",
+        help="requests, limits and names for cgroups on a host without Kubernetes "
+        "(see docs/host-mode.md); re-read when it changes",
+    )
+    g.add_argument(
+        "--log.level",
+        dest="log_level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="(default: %(default)s)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="contention-exporter",
+        description=(
+            "Prometheus exporter that tells whether each container on this node is starved "
+            "of CPU or memory, and by whom. Without a subcommand it runs the exporter."
+        ),
+        epilog="Run 'contention-exporter <command> --help' for a command's options.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="command")
+    run = sub.add_parser(
+        "run",
+        help="run the exporter (the default)",
+        description="Sample every cgroup on this host and serve /metrics, /findings, /healthz.",
+    )
+    run.add_argument(
+        "--web.listen-address",
+        dest="listen",
+        default=f":{DEFAULT_PORT}",
+        metavar="ADDR",
+        help="address to serve on, host:port or :port (default: %(default)s)",
+    )
+    add_node_arguments(run)
+    return parser
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s level=%(levelname)s logger=%(name)s msg=%(message)s",
+    )
+
+
+def build_resolver(args: argparse.Namespace) -> IdentityResolver:
+    """Host mode names cgroups by path; a metadata file adds requests and names."""
+    resolver: IdentityResolver = HostIdentityResolver()
+    if args.metadata_file:
+        resolver = FileIdentityResolver(args.metadata_file, inner=resolver)
+    return resolver
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.gc_collector import GCCollector
+    from prometheus_client.process_collector import ProcessCollector
+
+    from .cgroupfs import mode
+    from .collector import ContentionCollector
+    from .sampler import Sampler
+    from .server import App, Server
+
+    _setup_logging(args.log_level)
+    facts = mode.detect(args.sysfs, args.procfs)
+    log.info(
+        "node: cgroup mode=%s supported=%s%s psi=%s btf=%s",
+        facts.mode.value,
+        facts.supported,
+        f" ({facts.reason})" if facts.reason else "",
+        facts.psi,
+        facts.btf,
+    )
+    try:
+        resolver = build_resolver(args)
+    except ValueError as e:
+        log.error("%s", e)
+        return 2
+    sampler = Sampler(facts, procfs=args.procfs, resolver=resolver, interval=args.sample_interval)
+    registry = CollectorRegistry()
+    registry.register(ContentionCollector(sampler))
+    # The exporter's own CPU and RSS, so its overhead is visible in the same scrape.
+    ProcessCollector(
+        namespace="contention_exporter", registry=registry, pid=lambda: "self", proc=args.procfs
+    )
+    GCCollector(registry=registry)
+    try:
+        server = Server(App(sampler, registry), args.listen)
+    except (OSError, ValueError) as e:
+        log.error("cannot listen on %s: %s", args.listen, e)
+        return 1
+    sampler.run_once()  # the first scrape already has data
+    sampler.start()
+    server.start()
+    log.info("serving on %s (metrics at /metrics)", args.listen)
+
+    stop = threading.Event()
+
+    def _handle(signum: int, _frame: object) -> None:
+        log.info("received signal %d, stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _handle)
+    signal.signal(signal.SIGINT, _handle)
+    stop.wait()
+    server.stop()
+    sampler.stop()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # "run" is the default: flags without a subcommand are run's flags.
+    if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version")):
+        argv.insert(0, "run")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        return cmd_run(args)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    return int(handler(args))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

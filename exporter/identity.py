@@ -1,0 +1,76 @@
+"""Who a cgroup is: the one interface between discovery and naming.
+
+Discovery (``cgroupfs.discovery``) says what a cgroup *is* from its path alone (a
+Kubernetes container with pod UID and container ID, a systemd unit, ...). An
+:class:`IdentityResolver` turns that into the names and entitlements users see. Host
+mode names a cgroup by its path; the Kubernetes resolver (``exporter.kube``) adds
+namespace/pod/container and the requests from the pod spec, which the cgroup does not
+hold. The sampler only ever talks to this interface.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from .cgroupfs.discovery import CgroupKind, CgroupRef
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """A resolved cgroup. Empty strings mean "not known" (Prometheus drops empty labels)."""
+
+    cgroup: str
+    kind: CgroupKind
+    namespace: str = ""
+    pod: str = ""
+    container: str = ""
+    pod_uid: str = ""
+    container_id: str = ""
+    qos: str = ""
+    cpu_request_cores: float | None = None
+    cpu_limit_cores: float | None = None  # from the spec; the cgroup's quota wins when set
+    memory_request_bytes: int | None = None
+    memory_limit_bytes: int | None = None
+    opted_out: bool = False  # the pod asked not to be sampled (it can still be a culprit)
+
+    @property
+    def name(self) -> str:
+        """One human-readable name: ``ns/pod/container``, ``pod:<uid8>``, or the path."""
+        if self.namespace and self.pod:
+            return f"{self.namespace}/{self.pod}/{self.container}"
+        if self.pod_uid:
+            return f"pod:{self.pod_uid[:8]}"
+        return self.cgroup
+
+
+class IdentityResolver(Protocol):
+    """Maps discovered cgroups to identities. Must be cheap: called every pass."""
+
+    def resolve(self, ref: CgroupRef) -> Identity: ...
+
+    def staleness_seconds(self) -> float | None:
+        """Seconds since the metadata source was last known good (None: no source)."""
+        ...
+
+
+def identity_from_ref(ref: CgroupRef) -> Identity:
+    """The identity a cgroup has with no metadata source: its path and what the path says."""
+    k = ref.k8s
+    return Identity(
+        cgroup=ref.path,
+        kind=ref.kind,
+        pod_uid=k.pod_uid if k else "",
+        container_id=(k.container_id or "") if k else "",
+        qos=k.qos if k else "",
+    )
+
+
+class HostIdentityResolver:
+    """Host mode (the default): a cgroup is named by its path; no requests are known."""
+
+    def resolve(self, ref: CgroupRef) -> Identity:
+        return identity_from_ref(ref)
+
+    def staleness_seconds(self) -> float | None:
+        return None

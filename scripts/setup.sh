@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Idempotent setup for contention-exporter on a Debian/Ubuntu host.
+#
+#   scripts/setup.sh            venv + the package (enough to run without the probe)
+#   scripts/setup.sh --probe    also BCC, kernel headers for BCC, tracefs (needs root)
+#   scripts/setup.sh --test     also test tools: promtool/Prometheus/Alertmanager, dev extras
+#
+# Everything it installs is listed here so a fresh machine needs nothing done by hand.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${CONTENTION_VENV:-$ROOT/.venv}"
+WANT_PROBE=0
+WANT_TEST=0
+for arg in "$@"; do
+  case "$arg" in
+    --probe) WANT_PROBE=1 ;;
+    --test) WANT_TEST=1; WANT_PROBE=1 ;;
+    *) echo "setup.sh: unknown option $arg (use --probe, --test)" >&2; exit 2 ;;
+  esac
+done
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+is_root() { [ "$(id -u)" -eq 0 ]; }
+
+APT_UPDATED=0
+apt_install() {
+  # Install only the Debian packages that are missing.
+  local missing=()
+  for p in "$@"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if ! is_root; then
+    log "need root to apt-get install: ${missing[*]}"
+    return 1
+  fi
+  if [ "$APT_UPDATED" -eq 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+    APT_UPDATED=1
+  fi
+  log "apt-get install ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+
+# --- Python venv -----------------------------------------------------------
+PY="${PYTHON:-python3}"
+if ! "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  apt_install python3 python3-venv
+  PY=python3
+fi
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating venv at $VENV"
+  "$PY" -m venv "$VENV"
+fi
+EXTRAS=""
+[ "$WANT_TEST" -eq 1 ] && EXTRAS="[dev]"
+STAMP="$VENV/.installed$(echo "$EXTRAS" | tr -d '[]')"
+if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
+  log "pip install -e .$EXTRAS"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >&2
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT$EXTRAS" >&2
+  touch "$STAMP"
+fi
+
+# --- BCC, kernel headers, tracefs (the scheduler probe) --------------------
+if [ "$WANT_PROBE" -eq 1 ]; then
+  if is_root; then
+    "$ROOT/scripts/setup-probe.sh" "$VENV" || log "probe prerequisites incomplete; the exporter will run without the probe and say why"
+  else
+    log "not root: skipping probe prerequisites (BCC, headers, tracefs)"
+  fi
+fi
+
+# --- test tools -------------------------------------------------------------
+if [ "$WANT_TEST" -eq 1 ]; then
+  # promtool ships in Debian's prometheus package; Alertmanager for the e2e chain.
+  apt_install prometheus prometheus-alertmanager
+  # Debian starts services on install on some hosts; the tests run their own.
+  for svc in prometheus prometheus-alertmanager prometheus-node-exporter; do
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
+      systemctl stop "$svc" || true
+    fi
+  done
+fi
+log "ok: venv at $VENV"

@@ -1,0 +1,275 @@
+"""Sampler on small pure-v2 trees built in tmp_path: deltas, minute folds, skips."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from exporter.cgroupfs import mode
+from exporter.identity import Identity
+from exporter.metadata_file import FileIdentityResolver, MetadataFileError
+from exporter.sampler import Sampler
+
+PROC_STAT = """cpu  100 0 50 1000 5 0 1 7 0 0
+cpu0 50 0 25 500 2 0 1 3 0 0
+cpu1 50 0 25 500 3 0 0 4 0 0
+intr 0
+ctxt {ctxt}
+btime 1700000000
+processes 10
+procs_running 2
+procs_blocked 0
+"""
+PSI = (
+    "some avg10=0.00 avg60=0.00 avg300=0.00 total={some}\n"
+    "full avg10=0.00 avg60=0.00 avg300=0.00 total={full}\n"
+)
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+class Tree:
+    """A fake host root with a pure cgroup v2 hierarchy."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.cg = root / "sys/fs/cgroup"
+        write(self.cg / "cgroup.controllers", "cpu memory io\n")
+        write(self.cg / "cpu.pressure", PSI.format(some=0, full=0))
+        write(root / "proc/meminfo", "MemTotal:       2048000 kB\n")
+        for res in ("cpu", "memory", "io"):
+            write(root / f"proc/pressure/{res}", PSI.format(some=0, full=0))
+        self.ctxt(0)
+
+    def ctxt(self, n: int) -> None:
+        write(self.root / "proc/stat", PROC_STAT.format(ctxt=n))
+
+    def cgroup(
+        self,
+        path: str,
+        usage: int = 0,
+        periods: int = 0,
+        throttled: int = 0,
+        throttled_usec: int = 0,
+        cpu_some: int = 0,
+        cpu_max: str = "max 100000",
+        memory_max: str = "max",
+        memory_current: int = 1000,
+        refaults: int = 0,
+        mem_events_max: int = 0,
+    ) -> Path:
+        d = self.cg / path.lstrip("/")
+        write(
+            d / "cpu.stat",
+            f"usage_usec {usage}\nuser_usec {usage}\nsystem_usec 0\nnr_periods {periods}\n"
+            f"nr_throttled {throttled}\nthrottled_usec {throttled_usec}\nnr_bursts 0\n"
+            "burst_usec 0\n",
+        )
+        write(d / "cpu.max", cpu_max + "\n")
+        write(d / "cpu.weight", "100\n")
+        write(d / "cpu.pressure", PSI.format(some=cpu_some, full=cpu_some // 2))
+        write(d / "memory.current", f"{memory_current}\n")
+        write(d / "memory.max", memory_max + "\n")
+        write(d / "memory.high", "max\n")
+        write(
+            d / "memory.stat",
+            f"anon 600\nfile 400\ninactive_file 300\nactive_file 100\n"
+            f"workingset_refault_anon 0\nworkingset_refault_file {refaults}\npgmajfault 2\n",
+        )
+        write(
+            d / "memory.events",
+            f"low 0\nhigh 0\nmax {mem_events_max}\noom 0\noom_kill 0\noom_group_kill 0\n",
+        )
+        write(d / "memory.pressure", PSI.format(some=0, full=0))
+        write(d / "io.pressure", PSI.format(some=0, full=0))
+        return d
+
+    def sampler(self, **kw: object) -> Sampler:
+        facts = mode.detect(str(self.root / "sys"), str(self.root / "proc"))
+        return Sampler(facts, procfs=str(self.root / "proc"), **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Tree:
+    return Tree(tmp_path)
+
+
+def by_path(snap: object) -> dict[str, object]:
+    return {c.identity.cgroup: c for c in snap.containers}  # type: ignore[attr-defined]
+
+
+def test_tracks_units_and_leaves_not_slices(tree: Tree) -> None:
+    tree.cgroup("/system.slice/cron.service")
+    tree.cgroup("/system.slice")
+    tree.cgroup("/mygroup")
+    snap = tree.sampler().run_once(now=1000.0)
+    assert set(by_path(snap)) == {"/system.slice/cron.service", "/mygroup"}
+
+
+def test_entitlement_basis_and_limits(tree: Tree) -> None:
+    tree.cgroup("/limited", cpu_max="20000 100000", memory_max="1048576")
+    tree.cgroup("/free")
+    snap = tree.sampler().run_once(now=1000.0)
+    c = by_path(snap)
+    lim, free = c["/limited"], c["/free"]
+    assert lim.cpu_limit_cores == pytest.approx(0.2)  # type: ignore[attr-defined]
+    assert lim.cpu_entitlement.basis == "limit"  # type: ignore[attr-defined]
+    assert lim.memory_entitlement.value == 1048576  # type: ignore[attr-defined]
+    assert free.cpu_entitlement.basis == "node"  # type: ignore[attr-defined]
+    assert free.cpu_entitlement.value == 2  # type: ignore[attr-defined]
+    assert free.memory_entitlement.value == 2048000 * 1024  # type: ignore[attr-defined]
+    assert free.working_set_bytes == 700  # type: ignore[attr-defined]
+
+
+def test_deltas_fold_into_complete_minutes(tree: Tree) -> None:
+    s = tree.sampler(window_minutes=5)
+    tree.cgroup("/a")
+    s.run_once(now=600.0)  # baseline in minute 600
+    tree.cgroup(
+        "/a",
+        usage=2_000_000,
+        periods=100,
+        throttled=30,
+        throttled_usec=500_000,
+        cpu_some=10_000_000,
+        refaults=50,
+        mem_events_max=3,
+    )
+    tree.ctxt(1200)
+    s.run_once(now=630.0)
+    (cw,) = s.window().containers.values()
+    assert len(cw.folds) == 0  # minute 600 is not complete yet
+    tree.cgroup(
+        "/a",
+        usage=3_000_000,
+        periods=150,
+        throttled=30,
+        throttled_usec=500_000,
+        cpu_some=10_000_000,
+        refaults=50,
+        mem_events_max=3,
+    )
+    s.run_once(now=660.0)  # lands in minute 660: minute 600 is complete
+    w = s.window()
+    (cw,) = w.containers.values()
+    (fold,) = cw.folds
+    assert fold.minute == 600
+    assert fold.seconds == pytest.approx(30.0)
+    assert fold.cpu_usage_s == pytest.approx(2.0)
+    assert (fold.periods, fold.throttled_periods) == (100, 30)
+    assert fold.throttled_s == pytest.approx(0.5)
+    assert fold.cpu_some_s == pytest.approx(10.0)
+    assert fold.ratio(fold.cpu_some_s) == pytest.approx(10 / 30)
+    assert fold.refaults == 50
+    assert fold.mem_events["max"] == 3
+    (nf,) = w.node
+    assert nf.context_switches == 1200
+
+
+def test_counter_reset_is_a_fresh_baseline(tree: Tree) -> None:
+    s = tree.sampler()
+    tree.cgroup("/a", usage=5_000_000)
+    s.run_once(now=600.0)
+    tree.cgroup("/a", usage=1_000)  # recreated cgroup with the same path and inode
+    s.run_once(now=610.0)
+    s.run_once(now=670.0)
+    (cw,) = s.window().containers.values()
+    assert cw.folds[0].cpu_usage_s == 0.0
+
+
+def test_malformed_cgroup_is_skipped_and_counted(
+    tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    tree.cgroup("/good")
+    bad = tree.cgroup("/bad")
+    (bad / "cpu.stat").write_text("usage_usec 12\nuser_usec\n")  # truncated
+    s = tree.sampler()
+    snap = s.run_once(now=600.0)
+    assert set(by_path(snap)) == {"/good"}
+    assert snap.skipped_total["malformed"] == 1
+    assert "bad/cpu.stat" in caplog.text
+    snap = s.run_once(now=605.0)
+    assert snap.skipped_total["malformed"] == 2
+    assert caplog.text.count("bad/cpu.stat") == 1  # logged once, counted every time
+
+
+def test_vanished_cgroup_is_forgotten(tree: Tree) -> None:
+    d = tree.cgroup("/gone")
+    tree.cgroup("/stays")
+    s = tree.sampler()
+    s.run_once(now=600.0)
+    for f in d.iterdir():
+        f.unlink()
+    d.rmdir()
+    snap = s.run_once(now=605.0)
+    assert set(by_path(snap)) == {"/stays"}
+    assert len(s.window().containers) == 1
+
+
+def test_read_of_removed_cgroup_counts_vanished(tree: Tree) -> None:
+    d = tree.cgroup("/racy")
+    s = tree.sampler()
+    assert s.reader is not None
+    real_read = s.reader.read
+
+    def read_then_vanish(path: str):  # type: ignore[no-untyped-def]
+        if path == "/racy":
+            for f in d.iterdir():
+                f.unlink()
+            d.rmdir()
+        return real_read(path)
+
+    s.reader.read = read_then_vanish  # type: ignore[method-assign]
+    snap = s.run_once(now=600.0)
+    assert snap.containers == ()
+    assert snap.skipped_total["vanished"] == 1
+
+
+def test_metadata_file_gives_requests_and_opt_out(tree: Tree, tmp_path: Path) -> None:
+    tree.cgroup("/victim")
+    tree.cgroup("/hidden")
+    meta = tmp_path / "meta.yaml"
+    meta.write_text(
+        "cgroups:\n"
+        "  /victim: {namespace: lab, pod: v, container: app, cpu_request: 500m,"
+        " memory_request: 1Mi}\n"
+        "  /hidden: {opted_out: true}\n"
+    )
+    s = tree.sampler(resolver=FileIdentityResolver(str(meta)))
+    snap = s.run_once(now=600.0)
+    (c,) = snap.containers
+    ident: Identity = c.identity
+    assert (ident.namespace, ident.pod, ident.container) == ("lab", "v", "app")
+    assert c.cpu_entitlement.basis == "request" and c.cpu_entitlement.value == 0.5
+    assert c.memory_entitlement.value == 1 << 20
+    assert any(i.cgroup == "/hidden" for i in s.window().others.values())
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("cgroups: [1]", "must map"),
+        ("cgroups:\n  nope: {}", "must start with '/'"),
+        ("cgroups:\n  /a: {cpu_requests: 1}", "unknown key"),
+        ("cgroups:\n  /a: {cpu_request: lots}", "not a Kubernetes quantity"),
+    ],
+)
+def test_metadata_file_errors_are_clear(tmp_path: Path, text: str, message: str) -> None:
+    meta = tmp_path / "meta.yaml"
+    meta.write_text(text)
+    with pytest.raises(MetadataFileError, match=message):
+        FileIdentityResolver(str(meta))
+
+
+def test_unsupported_node_samples_nothing_and_says_why(tmp_path: Path) -> None:
+    os.makedirs(tmp_path / "sys/fs/cgroup/cpu")
+    os.makedirs(tmp_path / "proc")
+    facts = mode.detect(str(tmp_path / "sys"), str(tmp_path / "proc"))
+    snap = Sampler(facts, procfs=str(tmp_path / "proc")).run_once(now=1.0)
+    assert not facts.supported and "v1" in facts.reason
+    assert snap.containers == ()
