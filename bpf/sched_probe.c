@@ -1,0 +1,273 @@
+/* contention-exporter scheduler probe (BCC).
+ *
+ * Builds, in the kernel, per tracked (victim) cgroup:
+ *   - a run-queue latency histogram (time from "runnable" to "on CPU");
+ *   - a victim -> culprit matrix of that wait time: who ran on the CPU while the
+ *     victim waited. Occupancy mode splits each wait over the run slices it
+ *     overlapped (a short per-CPU ring); last-runner mode gives it all to the task
+ *     that ran just before the victim.
+ *
+ * Reads only tracepoint fields and bpf_get_current_cgroup_id(): never task_struct
+ * members, whose offsets depend on kernel headers that may not match the running
+ * kernel. Tracepoint layouts come from tracefs, so they are always right.
+ *
+ * Knobs and limits: see sched_probe.h (all set by the loader with -D).
+ * Counters are never reset here: userspace diffs successive reads.
+ */
+#include "sched_probe.h"
+
+BPF_HASH(tracked, u64, u8, MAX_CGROUPS);                     /* victims (userspace) */
+BPF_HASH(pid_cgroup, u32, u64, MAX_PIDS);                     /* pid -> cgroup id */
+BPF_HASH(enqueued_at, u32, struct enqueued, MAX_PIDS);        /* waiting tracked pids */
+BPF_HASH(runq, u64, struct runq_hist, MAX_CGROUPS);           /* victim -> histogram */
+BPF_HASH(blame, struct blame_key, struct blame_cell, MAX_BLAME);
+BPF_PERCPU_ARRAY(cpu_states, struct cpu_state, 1);
+
+static __always_inline struct cpu_state *this_cpu(void)
+{
+	int zero = 0;
+	return cpu_states.lookup(&zero);
+}
+
+/* Remember that `pid` runs in `cgroup` (insert, or rewrite in place if it moved). */
+static __always_inline void remember_cgroup(struct cpu_state *st, u32 pid, u64 cgroup)
+{
+	u64 *known = pid_cgroup.lookup(&pid);
+	if (known) {
+		if (*known != cgroup)
+			*known = cgroup;
+		return;
+	}
+	if (pid_cgroup.insert(&pid, &cgroup) == 0)
+		st->stats[STAT_PIDS_INSERTED]++;
+	else if (!pid_cgroup.lookup(&pid)) /* not a lost race: the map is full */
+		st->stats[STAT_FAIL_PIDS]++;
+}
+
+static __always_inline void forget_pid(struct cpu_state *st, u32 pid)
+{
+	if (pid_cgroup.delete(&pid) == 0)
+		st->stats[STAT_PIDS_DELETED]++;
+	if (enqueued_at.delete(&pid) == 0)
+		st->stats[STAT_START_DELETED]++;
+}
+
+/* `pid` of tracked `cgroup` became runnable at `now`. */
+static __always_inline void mark_enqueued(struct cpu_state *st, u32 pid, u64 cgroup, u64 now)
+{
+	struct enqueued *e = enqueued_at.lookup(&pid);
+	if (e) {
+		/* An entry left by a wakeup that found the task still on its CPU (it never
+		 * waited); the latest start is the true one. */
+		e->ts = now;
+		e->cgroup = cgroup;
+		st->stats[STAT_ENQUEUES]++;
+		return;
+	}
+	struct enqueued fresh = {.ts = now, .cgroup = cgroup};
+	if (enqueued_at.insert(&pid, &fresh) == 0) {
+		st->stats[STAT_START_INSERTED]++;
+		st->stats[STAT_ENQUEUES]++;
+	} else if (!enqueued_at.lookup(&pid)) {
+		st->stats[STAT_FAIL_START]++;
+	}
+}
+
+static __always_inline void enqueue_if_tracked(struct cpu_state *st, u32 pid, u64 cgroup,
+					       u64 now)
+{
+	if (tracked.lookup(&cgroup))
+		mark_enqueued(st, pid, cgroup, now);
+}
+
+/* Add `ns` of `victim`'s wait to `culprit`'s cell. */
+static __always_inline void blame_add(struct cpu_state *st, u64 victim, u64 culprit, u64 ns)
+{
+	struct blame_key key = {.victim = victim, .culprit = culprit};
+	struct blame_cell *cell = blame.lookup(&key);
+	if (!cell) {
+		struct blame_cell zero = {};
+		if (blame.insert(&key, &zero) != 0 && !blame.lookup(&key)) {
+			st->stats[STAT_FAIL_BLAME]++;
+			return;
+		}
+		cell = blame.lookup(&key);
+		if (!cell)
+			return;
+	}
+	__sync_fetch_and_add(&cell->wait_ns, ns);
+	__sync_fetch_and_add(&cell->events, 1);
+}
+
+static __always_inline void record_histogram(struct cpu_state *st, u64 victim, u64 delta)
+{
+	u64 bounds[RUNQ_NBOUNDS] = {RUNQ_BOUNDS_NS};
+	u32 slot = RUNQ_NBOUNDS; /* overflow unless a finite bound holds it */
+#pragma clang loop unroll(full)
+	for (u32 i = 0; i < RUNQ_NBOUNDS; i++) {
+		if (delta <= bounds[i]) {
+			slot = i;
+			break;
+		}
+	}
+	struct runq_hist *h = runq.lookup(&victim);
+	if (!h) {
+		struct runq_hist zero = {};
+		if (runq.insert(&victim, &zero) != 0 && !runq.lookup(&victim)) {
+			st->stats[STAT_FAIL_RUNQ]++;
+			return;
+		}
+		h = runq.lookup(&victim);
+		if (!h)
+			return;
+	}
+	if (slot > RUNQ_NBOUNDS) /* for the verifier */
+		return;
+	__sync_fetch_and_add(&h->slots[slot], 1);
+	__sync_fetch_and_add(&h->sum_ns, delta);
+	st->stats[STAT_RUNQ_EVENTS]++;
+}
+
+#if ATTR_OCCUPANCY
+/* The task that ran on this CPU over [st->last_switch, now] was `who`. */
+static __always_inline void push_slice(struct cpu_state *st, u64 who, u64 now)
+{
+	u64 start = st->last_switch;
+	st->last_switch = now;
+	if (start == 0 || now <= start)
+		return;
+	u32 head = st->head & (RING_SLOTS - 1);
+	struct run_slice *s = &st->ring[head];
+	if (st->used > 0 && s->cgroup == who && s->end == start) {
+		s->end = now; /* same cgroup again: extend its slice */
+		return;
+	}
+	head = (head + 1) & (RING_SLOTS - 1);
+	st->head = head;
+	s = &st->ring[head];
+	s->cgroup = who;
+	s->start = start;
+	s->end = now;
+	if (st->used < RING_SLOTS)
+		st->used++;
+}
+
+/* Split a wait over [since, now] across the slices it overlapped. The loop has no
+ * early exit so that clang unrolls it fully (the verifier handles straight-line code
+ * far better than a loop with map calls in it). */
+static __always_inline void attribute_wait(struct cpu_state *st, u64 victim, u64 since,
+					   u64 now)
+{
+	u64 covered = 0;
+	u32 head = st->head;
+	u32 used = st->used;
+#pragma clang loop unroll(full)
+	for (u32 i = 0; i < RING_SLOTS; i++) {
+		struct run_slice *s = &st->ring[(head - i) & (RING_SLOTS - 1)];
+		u64 end = s->end;
+		if (i < used && end > since) {
+			u64 lo = s->start > since ? s->start : since;
+			u64 hi = end < now ? end : now;
+			if (hi > lo) {
+				blame_add(st, victim, s->cgroup, hi - lo);
+				covered += hi - lo;
+			}
+		}
+	}
+	u64 wait = now - since;
+	if (wait > covered) {
+		blame_add(st, victim, CULPRIT_UNATTRIBUTED_KEY, wait - covered);
+		st->stats[STAT_RING_SHORT]++;
+	}
+}
+#endif
+
+TRACEPOINT_PROBE(sched, sched_switch)
+{
+	u64 now = bpf_ktime_get_ns();
+	struct cpu_state *st = this_cpu();
+	if (!st)
+		return 0;
+	st->stats[STAT_SWITCHES]++;
+
+	/* prev: the current task, so the current cgroup is prev's. */
+	u32 prev_pid = args->prev_pid;
+	u64 prev_cgroup = CULPRIT_IDLE_KEY;
+	if (prev_pid != 0) {
+		long state = args->prev_state;
+		prev_cgroup = bpf_get_current_cgroup_id();
+		if (state & PREV_STATE_EXITING) {
+			forget_pid(st, prev_pid);
+		} else {
+			remember_cgroup(st, prev_pid, prev_cgroup);
+			if (state == 0 || (state & PREV_STATE_PREEMPTED))
+				enqueue_if_tracked(st, prev_pid, prev_cgroup, now);
+		}
+	}
+#if ATTR_OCCUPANCY
+	push_slice(st, prev_cgroup, now);
+#endif
+
+	/* next: did a tracked task just finish waiting? */
+	u32 next_pid = args->next_pid;
+	if (next_pid == 0)
+		return 0;
+	struct enqueued *e = enqueued_at.lookup(&next_pid);
+	if (!e)
+		return 0;
+	u64 since = e->ts;
+	u64 victim = e->cgroup;
+	if (enqueued_at.delete(&next_pid) == 0)
+		st->stats[STAT_START_DELETED]++;
+	if (now <= since)
+		return 0;
+	u64 delta = now - since;
+	record_histogram(st, victim, delta);
+	if (delta < MIN_WAIT_NS)
+		return 0;
+	st->stats[STAT_BLAME_EVENTS]++;
+#if ATTR_OCCUPANCY
+	attribute_wait(st, victim, since, now);
+#else
+	blame_add(st, victim, prev_cgroup, delta);
+#endif
+	return 0;
+}
+
+TRACEPOINT_PROBE(sched, sched_wakeup)
+{
+	struct cpu_state *st = this_cpu();
+	if (!st)
+		return 0;
+	u32 pid = args->pid;
+	u64 *cgroup = pid_cgroup.lookup(&pid);
+	if (!cgroup) {
+		st->stats[STAT_UNKNOWN_PID]++;
+		return 0;
+	}
+	u64 cg = *cgroup;
+	enqueue_if_tracked(st, pid, cg, bpf_ktime_get_ns());
+	return 0;
+}
+
+TRACEPOINT_PROBE(sched, sched_wakeup_new)
+{
+	/* A new task starts in its parent's cgroup, and the parent is current. */
+	struct cpu_state *st = this_cpu();
+	if (!st)
+		return 0;
+	u32 pid = args->pid;
+	u64 cgroup = bpf_get_current_cgroup_id();
+	remember_cgroup(st, pid, cgroup);
+	enqueue_if_tracked(st, pid, cgroup, bpf_ktime_get_ns());
+	return 0;
+}
+
+TRACEPOINT_PROBE(sched, sched_process_exit)
+{
+	struct cpu_state *st = this_cpu();
+	if (!st)
+		return 0;
+	forget_pid(st, args->pid);
+	return 0;
+}

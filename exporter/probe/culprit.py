@@ -1,0 +1,83 @@
+"""Who a culprit is: cgroup id -> kind and names, for findings and blame series."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from ..cgroupfs.discovery import CgroupKind
+from ..identity import Identity
+from ..window import CULPRIT_IDLE, CULPRIT_UNATTRIBUTED, CulpritKey
+
+# The cgroup v2 root always has id 1 (kernfs root inode): kernel threads live there.
+ROOT_CGROUP_ID = 1
+
+
+class CulpritKind(StrEnum):
+    POD = "pod"  # a container (Kubernetes, or docker in host mode)
+    SYSTEM = "system"  # a systemd unit, a user slice, any other named cgroup
+    KERNEL = "kernel"  # the root cgroup: kernel threads (softirq, kswapd, ...)
+    IDLE = "idle"  # the CPU ran idle while the victim waited: its own quota
+    UNKNOWN = "unknown"  # an id we cannot resolve, or wait the slice ring missed
+
+
+@dataclass(frozen=True, slots=True)
+class Culprit:
+    kind: CulpritKind
+    culprit: str  # one human name: ns/pod/container, pod:<uid8>, a unit path, ...
+    cgroup: str = ""  # cgroup path (joins the culprit's own series on `cgroup`)
+    namespace: str = ""
+    pod: str = ""
+    container: str = ""
+
+    def labels(self) -> dict[str, str]:
+        return {
+            "culprit_kind": str(self.kind),
+            "culprit": self.culprit,
+            "culprit_cgroup": self.cgroup,
+            "culprit_namespace": self.namespace,
+            "culprit_pod": self.pod,
+            "culprit_container": self.container,
+        }
+
+
+IDLE = Culprit(CulpritKind.IDLE, "idle")
+UNATTRIBUTED = Culprit(CulpritKind.UNKNOWN, "unattributed")
+UNKNOWN = Culprit(CulpritKind.UNKNOWN, "unknown")
+KERNEL = Culprit(CulpritKind.KERNEL, "kernel", cgroup="/")
+
+
+def classify_culprit(
+    key: CulpritKey,
+    identities: Mapping[int, Identity],
+    root_ids: Collection[int] = (ROOT_CGROUP_ID,),
+) -> Culprit:
+    """Classify a culprit key from the blame matrix.
+
+    ``identities``: every cgroup the exporter can name (tracked containers and the
+    window's ``others``: system units, the root, opted-out pods). A Kubernetes pod
+    that metadata has not named yet is ``pod:<uid prefix>``; an id nobody knows is
+    ``unknown`` (the node's unknown-blame ratio counts those).
+    """
+    if key == CULPRIT_IDLE:
+        return IDLE
+    if key == CULPRIT_UNATTRIBUTED or isinstance(key, str):
+        return UNATTRIBUTED
+    if key in root_ids:
+        return KERNEL
+    ident = identities.get(key)
+    if ident is None:
+        return UNKNOWN
+    if ident.kind is CgroupKind.ROOT:
+        return KERNEL
+    if ident.kind in (CgroupKind.CONTAINER, CgroupKind.POD) or ident.pod_uid:
+        return Culprit(
+            CulpritKind.POD,
+            ident.name,
+            cgroup=ident.cgroup,
+            namespace=ident.namespace,
+            pod=ident.pod,
+            container=ident.container,
+        )
+    return Culprit(CulpritKind.SYSTEM, ident.cgroup.lstrip("/") or "/", cgroup=ident.cgroup)

@@ -1,0 +1,217 @@
+"""Prometheus families of the scheduler probe, built fresh from one snapshot per scrape.
+
+Per victim (labels ``cgroup, namespace, pod, container``):
+
+* ``contention_runqueue_latency_seconds`` histogram (cumulative, every bound present);
+* ``contention_runqueue_wait_seconds_total`` counter (the histogram's sum);
+* ``contention_blame_share`` gauge: the top-K culprits' shares of the victim's wait
+  over the window, with ``culprit_kind, culprit, culprit_cgroup, culprit_namespace,
+  culprit_pod, culprit_container`` (join on the culprit's own ``cgroup`` series).
+
+Per node: ``contention_probe_loaded{reason}``, ``contention_probe_unknown_blame_ratio``,
+map occupancy, capacity and update failures, sched_switch events seen, and the
+programs' kernel run time (non-zero only with ``kernel.bpf_stats_enabled=1``).
+
+Series per victim: 19 (histogram) + 1 (wait) + top-K (blame) = 23 with K = 3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from ..identity import Identity
+from ..window import CulpritKey
+from .culprit import ROOT_CGROUP_ID, Culprit, CulpritKind, classify_culprit
+from .histogram import RUNQ_BOUNDS_S, cumulative_buckets
+from .model import ProbeTotals, RunqHistogram
+from .status import ProbeStatus
+
+VICTIM_LABELS = ("cgroup", "namespace", "pod", "container")
+CULPRIT_LABELS = (
+    "culprit_kind",
+    "culprit",
+    "culprit_cgroup",
+    "culprit_namespace",
+    "culprit_pod",
+    "culprit_container",
+)
+DEFAULT_TOP_K = 3
+
+
+@dataclass(frozen=True, slots=True)
+class VictimProbeData:
+    """What the collector knows about one tracked victim at scrape time."""
+
+    identity: Identity
+    runq: RunqHistogram | None  # cumulative since the exporter started (None: no data)
+    blame_window_s: Mapping[CulpritKey, float]  # wait seconds per culprit key, window
+
+
+@dataclass(frozen=True, slots=True)
+class BlameShare:
+    culprit: Culprit
+    share: float  # of the victim's total wait in the window (0-1)
+    wait_s: float
+
+
+def blame_shares(
+    blame_window_s: Mapping[CulpritKey, float],
+    identities: Mapping[int, Identity],
+    top_k: int | None = DEFAULT_TOP_K,
+    root_ids: Collection[int] = (ROOT_CGROUP_ID,),
+) -> list[BlameShare]:
+    """Culprits of one victim, largest share first (ties by name), at most ``top_k``.
+
+    Keys that name the same culprit (several unknown ids, say) are merged first, so no
+    two entries carry the same labels. Shares are of *all* the victim's wait (idle and
+    unattributed included), so the top-K shares need not sum to 1.
+    """
+    total = sum(w for w in blame_window_s.values() if w > 0)
+    if total <= 0:
+        return []
+    merged: dict[Culprit, float] = {}
+    for key, wait in blame_window_s.items():
+        if wait <= 0:
+            continue
+        c = classify_culprit(key, identities, root_ids)
+        merged[c] = merged.get(c, 0.0) + wait
+    ranked = sorted(merged.items(), key=lambda kv: (-kv[1], kv[0].culprit, kv[0].cgroup))
+    if top_k is not None:
+        ranked = ranked[:top_k]
+    return [BlameShare(c, w / total, w) for c, w in ranked]
+
+
+def unknown_blame_ratio(
+    blame_windows: Iterable[Mapping[CulpritKey, float]],
+    identities: Mapping[int, Identity],
+    root_ids: Collection[int] = (ROOT_CGROUP_ID,),
+) -> float | None:
+    """Share of all victims' wait blamed on ``unknown`` (unresolved ids and wait the
+    slice ring did not cover). None when there was no wait at all."""
+    total = unknown = 0.0
+    for row in blame_windows:
+        for key, wait in row.items():
+            if wait <= 0:
+                continue
+            total += wait
+            if classify_culprit(key, identities, root_ids).kind is CulpritKind.UNKNOWN:
+                unknown += wait
+    return unknown / total if total > 0 else None
+
+
+def _victim_labels(ident: Identity) -> list[str]:
+    return [ident.cgroup, ident.namespace, ident.pod, ident.container]
+
+
+def build_probe_families(
+    victims: Iterable[VictimProbeData],
+    identities: Mapping[int, Identity],
+    status: ProbeStatus,
+    totals: ProbeTotals | None,
+    *,
+    top_k: int = DEFAULT_TOP_K,
+    root_ids: Collection[int] = (ROOT_CGROUP_ID,),
+    bounds_s: tuple[float, ...] = RUNQ_BOUNDS_S,
+) -> list[Metric]:
+    """All probe families for one scrape. ``identities`` names culprits (tracked
+    containers plus the window's ``others``)."""
+    loaded = GaugeMetricFamily(
+        "contention_probe_loaded",
+        "1 when the scheduler probe is attached; reason says why not.",
+        labels=["reason"],
+    )
+    loaded.add_metric([status.reason], 1.0 if status.loaded else 0.0)
+    families: list[Metric] = [loaded]
+    if not status.loaded:
+        return families
+
+    hist = HistogramMetricFamily(
+        "contention_runqueue_latency_seconds",
+        "Time tasks of the cgroup spent runnable before getting a CPU (per wakeup).",
+        labels=list(VICTIM_LABELS),
+    )
+    wait = CounterMetricFamily(
+        "contention_runqueue_wait_seconds",
+        "Total run-queue wait of the cgroup's tasks.",
+        labels=list(VICTIM_LABELS),
+    )
+    share = GaugeMetricFamily(
+        "contention_blame_share",
+        "Share of the victim's run-queue wait over the window spent behind this culprit "
+        f"(top {top_k}).",
+        labels=[*VICTIM_LABELS, *CULPRIT_LABELS],
+    )
+    windows: list[Mapping[CulpritKey, float]] = []
+    seen: set[tuple[str, ...]] = set()
+    for v in victims:
+        labels = _victim_labels(v.identity)
+        if tuple(labels) in seen:  # one series per victim identity
+            continue
+        seen.add(tuple(labels))
+        if v.runq is not None:
+            hist.add_metric(labels, cumulative_buckets(v.runq.counts, bounds_s), v.runq.sum_s)
+            wait.add_metric(labels, v.runq.sum_s)
+        windows.append(v.blame_window_s)
+        for b in blame_shares(v.blame_window_s, identities, top_k, root_ids):
+            c = b.culprit.labels()
+            share.add_metric([*labels, *(c[k] for k in CULPRIT_LABELS)], b.share)
+    families += [hist, wait, share]
+
+    ratio = unknown_blame_ratio(windows, identities, root_ids)
+    unknown = GaugeMetricFamily(
+        "contention_probe_unknown_blame_ratio",
+        "Share of all victims' wait over the window blamed on unknown culprits "
+        "(unresolved cgroup ids, or wait the slice ring did not cover).",
+    )
+    unknown.add_metric([], ratio if ratio is not None else 0.0)
+    families.append(unknown)
+
+    if totals is not None:
+        families += _node_families(totals)
+    return families
+
+
+def _node_families(t: ProbeTotals) -> list[Metric]:
+    entries = GaugeMetricFamily(
+        "contention_probe_map_entries", "Entries in each probe map.", labels=["map"]
+    )
+    capacity = GaugeMetricFamily(
+        "contention_probe_map_capacity", "Maximum entries of each probe map.", labels=["map"]
+    )
+    failures = CounterMetricFamily(
+        "contention_probe_map_update_failures",
+        "Inserts into a probe map that failed (map full): events lost.",
+        labels=["map"],
+    )
+    for m in sorted(t.map_capacity):
+        capacity.add_metric([m], float(t.map_capacity[m]))
+        entries.add_metric([m], float(t.map_entries.get(m, 0)))
+        failures.add_metric([m], float(t.update_failures.get(m, 0)))
+    switches = CounterMetricFamily(
+        "contention_probe_sched_switches",
+        "Context switches (sched_switch events) the probe processed.",
+    )
+    switches.add_metric([], float(t.context_switches))
+    run_s = CounterMetricFamily(
+        "contention_probe_program_run_seconds",
+        "Kernel time spent in each probe program (needs kernel.bpf_stats_enabled=1).",
+        labels=["program"],
+    )
+    runs = CounterMetricFamily(
+        "contention_probe_program_runs",
+        "Runs of each probe program (needs kernel.bpf_stats_enabled=1).",
+        labels=["program"],
+    )
+    for name in sorted(t.programs):
+        p = t.programs[name]
+        run_s.add_metric([name], p.run_time_ns / 1e9)
+        runs.add_metric([name], float(p.run_count))
+    return [entries, capacity, failures, switches, run_s, runs]

@@ -1,0 +1,111 @@
+"""Plain data the probe hands to the sampler and the collector."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..window import CulpritKey
+from .histogram import RUNQ_SLOTS
+
+
+@dataclass(slots=True)
+class RunqDelta:
+    """One victim's run-queue waits since the previous poll."""
+
+    counts: list[int]  # per bucket, aligned with RUNQ_BOUNDS_S + the overflow bucket
+    sum_s: float  # total wait in seconds
+
+    @property
+    def events(self) -> int:
+        return sum(self.counts)
+
+
+@dataclass(slots=True)
+class RunqHistogram:
+    """A victim's cumulative histogram (monotonic across kernel key resets)."""
+
+    counts: list[int] = field(default_factory=lambda: [0] * RUNQ_SLOTS)
+    sum_s: float = 0.0
+
+    @property
+    def events(self) -> int:
+        return sum(self.counts)
+
+    def add(self, delta: RunqDelta) -> None:
+        if len(delta.counts) != len(self.counts):
+            raise ValueError("bucket layout mismatch")
+        for i, c in enumerate(delta.counts):
+            self.counts[i] += c
+        self.sum_s += delta.sum_s
+
+    def copy(self) -> RunqHistogram:
+        return RunqHistogram(list(self.counts), self.sum_s)
+
+
+@dataclass(slots=True)
+class BlameCell:
+    """Wait a victim spent behind one culprit since the previous poll."""
+
+    wait_s: float
+    events: int  # waits (>= the minimum latency) in which this culprit took part
+
+
+@dataclass(slots=True)
+class ProgramStats:
+    """Kernel-side cost of one BPF program (needs kernel.bpf_stats_enabled=1)."""
+
+    run_time_ns: int
+    run_count: int
+
+    @property
+    def ns_per_run(self) -> float | None:
+        return self.run_time_ns / self.run_count if self.run_count else None
+
+
+@dataclass(slots=True)
+class ProbeDelta:
+    """Everything that happened between two polls."""
+
+    interval_s: float
+    runq: dict[int, RunqDelta] = field(default_factory=dict)  # victim cgroup id ->
+    # victim -> culprit key (cgroup id, CULPRIT_IDLE or CULPRIT_UNATTRIBUTED) -> cell
+    blame: dict[int, dict[CulpritKey, BlameCell]] = field(default_factory=dict)
+    context_switches: int = 0  # sched_switch events the probe saw (whole node)
+    enqueues: int = 0  # tracked tasks that became runnable
+    runq_events: int = 0  # waits recorded in histograms
+    blame_events: int = 0  # waits that entered the matrix
+    unknown_pid_wakeups: int = 0  # wakeups of tasks whose cgroup was not known yet
+    ring_short: int = 0  # waits the slice ring did not fully cover (occupancy mode)
+    update_failures: dict[str, int] = field(default_factory=dict)  # per map, this poll
+    map_entries: dict[str, int] = field(default_factory=dict)  # occupancy now, per map
+    map_capacity: dict[str, int] = field(default_factory=dict)  # max entries, per map
+
+
+@dataclass(slots=True)
+class ProbeTotals:
+    """Cumulative node-level probe counters, for the collector's ``_total`` series."""
+
+    context_switches: int = 0
+    runq_events: int = 0
+    blame_events: int = 0
+    update_failures: dict[str, int] = field(default_factory=dict)
+    map_entries: dict[str, int] = field(default_factory=dict)
+    map_capacity: dict[str, int] = field(default_factory=dict)
+    programs: dict[str, ProgramStats] = field(default_factory=dict)  # by tracepoint
+
+    def copy(self) -> ProbeTotals:
+        return ProbeTotals(
+            self.context_switches,
+            self.runq_events,
+            self.blame_events,
+            dict(self.update_failures),
+            dict(self.map_entries),
+            dict(self.map_capacity),
+            {k: ProgramStats(v.run_time_ns, v.run_count) for k, v in self.programs.items()},
+        )
+
+
+def runq_delta(values: Sequence[int]) -> RunqDelta:
+    """Kernel histogram value ``(slot_0..slot_n, sum_ns)`` -> RunqDelta."""
+    return RunqDelta(counts=list(values[:-1]), sum_s=values[-1] / 1e9)

@@ -1,0 +1,112 @@
+"""Whether the scheduler probe can load here, and why not: checked before compiling.
+
+The exporter runs fine without the probe (usage and stall layers keep working); the
+reason is exported as ``contention_probe_loaded{reason}``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+# Machine-friendly reasons (label values). Empty when loaded.
+REASON_DISABLED = "disabled"  # switched off by configuration
+REASON_NOT_ROOT = "not-root"  # lacks CAP_BPF+CAP_PERFMON (or CAP_SYS_ADMIN)
+REASON_NO_TRACEFS = "no-tracefs"  # sched tracepoint formats not found
+REASON_NO_HEADERS = "no-headers"  # no kernel headers for BCC to compile against
+REASON_NO_BCC = "no-bcc"  # the bcc Python module does not import
+REASON_COMPILE_ERROR = "compile-error"  # clang failed, or the verifier rejected it
+REASON_ATTACH_ERROR = "attach-error"  # loaded but could not attach to a tracepoint
+REASON_NOT_LOADED = "not-loaded"  # load() not called yet
+REASONS = (
+    REASON_DISABLED,
+    REASON_NOT_ROOT,
+    REASON_NO_TRACEFS,
+    REASON_NO_HEADERS,
+    REASON_NO_BCC,
+    REASON_COMPILE_ERROR,
+    REASON_ATTACH_ERROR,
+    REASON_NOT_LOADED,
+)
+
+DEFAULT_KERNEL_SOURCE = "/var/cache/contention-exporter/kernel-source"
+TRACEPOINTS = ("sched_switch", "sched_wakeup", "sched_wakeup_new", "sched_process_exit")
+
+_CAP_SYS_ADMIN = 21
+_CAP_PERFMON = 38
+_CAP_BPF = 39
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeStatus:
+    loaded: bool
+    reason: str  # "" when loaded, else one of REASONS
+    detail: str  # for humans: what exactly is missing or failed
+    attribution: str  # "occupancy" or "last-runner"
+
+
+def effective_caps(procfs: str = "/proc") -> int | None:
+    """CapEff of this process (None when unreadable)."""
+    try:
+        with open(os.path.join(procfs, "self", "status")) as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return int(line.split()[1], 16)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def has_bpf_privilege(procfs: str = "/proc") -> bool:
+    caps = effective_caps(procfs)
+    if caps is None:
+        return os.geteuid() == 0
+    if caps & (1 << _CAP_SYS_ADMIN):
+        return True
+    need = (1 << _CAP_BPF) | (1 << _CAP_PERFMON)
+    return caps & need == need
+
+
+def tracefs_ok(tracefs: str) -> tuple[bool, str]:
+    missing = [
+        tp
+        for tp in TRACEPOINTS
+        if not os.path.exists(os.path.join(tracefs, "events", "sched", tp, "format"))
+    ]
+    if missing:
+        return False, (
+            f"no sched tracepoint formats under {tracefs} ({', '.join(missing)}); "
+            f"mount it: mount -t tracefs tracefs {tracefs}"
+        )
+    return True, ""
+
+
+def find_kernel_source(explicit: str | None, release: str | None = None) -> tuple[str | None, str]:
+    """Where BCC finds kernel headers: (directory or None for BCC's own search, detail).
+
+    Order: the explicit argument, ``$BCC_KERNEL_SOURCE``, the exporter's prepared
+    cache (``scripts/setup-probe.sh``), the running kernel's ``/lib/modules/*/build``,
+    then ``/sys/kernel/kheaders.tar.xz`` (BCC unpacks it itself). Raises nothing:
+    returns ``(None, why)`` when there is none (``why`` is empty if BCC can cope).
+    """
+    release = release or os.uname().release
+    candidates = [
+        ("argument", explicit),
+        ("BCC_KERNEL_SOURCE", os.environ.get("BCC_KERNEL_SOURCE")),
+        ("prepared cache", DEFAULT_KERNEL_SOURCE),
+        ("running kernel", f"/lib/modules/{release}/build"),
+    ]
+    tried = []
+    for what, path in candidates:
+        if not path:
+            continue
+        if os.path.isdir(os.path.join(path, "include")):
+            return os.path.realpath(path), f"{what}: {path}"
+        tried.append(path)
+        if what == "argument":  # an explicit choice that is wrong is an error
+            break
+    if explicit is None and os.path.exists("/sys/kernel/kheaders.tar.xz"):
+        return None, ""
+    return None, (
+        f"no kernel headers (tried {', '.join(tried)}); run scripts/setup-probe.sh as root"
+    )

@@ -1,0 +1,160 @@
+"""Histogram maths of the scheduler probe (no kernel)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from exporter.probe import RUNQ_BOUNDS_S, RUNQ_SLOTS, cumulative_buckets
+from exporter.probe.histogram import (
+    bounds_ns,
+    count_le,
+    estimate_quantile,
+    le_label,
+    quantile_at_least,
+    slot_for,
+)
+from exporter.probe.loader import SchedProbe
+
+
+def prom_bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
+    """Prometheus' bucketQuantile (promql/quantile.go), transcribed for reference."""
+    assert buckets[-1][0] == math.inf
+    observations = buckets[-1][1]
+    if observations == 0:
+        return math.nan
+    rank = q * observations
+    b = next((i for i in range(len(buckets) - 1) if buckets[i][1] >= rank), len(buckets) - 1)
+    if b == len(buckets) - 1:
+        return buckets[-2][0]
+    start, end, count = 0.0, buckets[b][0], buckets[b][1]
+    if b > 0:
+        start = buckets[b - 1][0]
+        count -= buckets[b - 1][1]
+        rank -= buckets[b - 1][1]
+    return start + (end - start) * (rank / count)
+
+
+def as_prom(counts: list[int]) -> list[tuple[float, float]]:
+    return [
+        (math.inf if le == "+Inf" else float(le), float(c)) for le, c in cumulative_buckets(counts)
+    ]
+
+
+def test_bounds_contain_the_decision_thresholds_exactly() -> None:
+    assert 0.02 in RUNQ_BOUNDS_S
+    assert 0.2 in RUNQ_BOUNDS_S
+    ns = bounds_ns()
+    assert 20_000_000 in ns and 200_000_000 in ns
+    assert list(ns) == sorted(set(ns))
+    assert len(RUNQ_BOUNDS_S) + 1 == RUNQ_SLOTS
+    assert all(math.isfinite(b) for b in RUNQ_BOUNDS_S)
+
+
+@pytest.mark.parametrize(
+    "bad", [(), (0.01, 0.01), (0.02, 0.01), (0.0,), (math.inf,), (1e-10,), (1.5e-9,)]
+)
+def test_bad_bounds_are_rejected(bad: tuple[float, ...]) -> None:
+    with pytest.raises(ValueError):
+        bounds_ns(bad)
+
+
+def test_cflags_carry_the_same_bounds() -> None:
+    flags = SchedProbe(min_wait_us=75).cflags(__import__("pathlib").Path("/x"))
+    joined = " ".join(flags)
+    assert f"-DRUNQ_NBOUNDS={len(RUNQ_BOUNDS_S)}" in flags
+    bounds_flag = next(f for f in flags if f.startswith("-DRUNQ_BOUNDS_NS="))
+    values = [int(v.removesuffix("ULL")) for v in bounds_flag.split("=", 1)[1].split(",")]
+    assert tuple(values) == bounds_ns()
+    assert "-DATTR_OCCUPANCY=1" in flags
+    assert "-DMIN_WAIT_NS=75000ULL" in flags
+    assert "-I/x" in joined
+    last = SchedProbe(attribution="last-runner").cflags(__import__("pathlib").Path("/x"))
+    assert "-DATTR_OCCUPANCY=0" in last
+
+
+def test_slot_boundaries_are_inclusive_upper_bounds() -> None:
+    i20 = RUNQ_BOUNDS_S.index(0.02)
+    assert slot_for(0.0) == 0
+    assert slot_for(0.0001) == 0
+    assert slot_for(0.0001 + 1e-9) == 1
+    assert slot_for(0.02) == i20
+    assert slot_for(0.020000001) == i20 + 1
+    assert slot_for(5.0) == len(RUNQ_BOUNDS_S) - 1
+    assert slot_for(5.000000001) == len(RUNQ_BOUNDS_S)  # overflow
+    assert slot_for(3600.0) == len(RUNQ_BOUNDS_S)
+
+
+def test_cumulative_buckets_backfill_and_inf_last() -> None:
+    counts = [0] * RUNQ_SLOTS
+    counts[0] = 3
+    counts[RUNQ_BOUNDS_S.index(0.02)] = 2
+    counts[-1] = 1  # overflow: a multi-second wait
+    out = cumulative_buckets(counts)
+    assert len(out) == RUNQ_SLOTS
+    assert out[-1] == ("+Inf", 6)
+    assert [le for le, _ in out[:-1]] == [le_label(b) for b in RUNQ_BOUNDS_S]
+    cum = [c for _, c in out]
+    assert cum == sorted(cum)  # monotonic
+    assert dict(out)["0.01"] == 3  # backfilled: empty slots carry the running total
+    assert dict(out)["0.02"] == 5
+    assert dict(out)["5.0"] == 5  # the overflow event has no finite bucket
+    assert le_label(1.0) == "1.0" and le_label(0.00025) == "0.00025"
+
+
+def test_cumulative_buckets_validate() -> None:
+    with pytest.raises(ValueError):
+        cumulative_buckets([1, 2, 3])
+    with pytest.raises(ValueError):
+        cumulative_buckets([-1] + [0] * (RUNQ_SLOTS - 1))
+    assert cumulative_buckets([0] * RUNQ_SLOTS)[-1] == ("+Inf", 0)
+
+
+def test_count_le_needs_a_real_bound() -> None:
+    counts = [1] * RUNQ_SLOTS
+    assert count_le(counts, 0.02) == RUNQ_BOUNDS_S.index(0.02) + 1
+    with pytest.raises(ValueError):
+        count_le(counts, 0.03)
+
+
+def test_quantile_at_least_simple_cases() -> None:
+    i20 = RUNQ_BOUNDS_S.index(0.02)
+    counts = [0] * RUNQ_SLOTS
+    assert not quantile_at_least(counts, 0.99, 0.02)  # no events: no verdict
+    counts[0] = 98
+    counts[i20 + 1] = 2  # 2 % of waits above 20 ms
+    assert quantile_at_least(counts, 0.99, 0.02)
+    counts[0] = 198  # 1 % above 20 ms: rank 198 falls at the top of the first bucket
+    assert not quantile_at_least(counts, 0.99, 0.02)
+    counts = [0] * RUNQ_SLOTS
+    counts[-1] = 1  # one overflow wait: every quantile is >= the largest bound
+    assert quantile_at_least(counts, 0.5, 0.2)
+
+
+def test_quantile_at_least_empty_stretch_below_the_rank() -> None:
+    # 99 waits in the first bucket, one in the overflow; rank 99 is reached at 0.1 ms,
+    # so PromQL says p99 = 0.1 ms even though cumulative(0.02) == rank.
+    counts = [0] * RUNQ_SLOTS
+    counts[0], counts[-1] = 99, 1
+    assert prom_bucket_quantile(0.99, as_prom(counts)) == pytest.approx(0.0001)
+    assert not quantile_at_least(counts, 0.99, 0.02)
+
+
+def test_quantile_decisions_agree_with_promql() -> None:
+    rng = random.Random(7)
+    for _ in range(3000):
+        counts = [rng.choice([0, 0, 0, 1, 2, 5, 50]) for _ in range(RUNQ_SLOTS)]
+        if sum(counts) == 0:
+            continue
+        q = rng.choice([0.5, 0.9, 0.95, 0.99])
+        prom = prom_bucket_quantile(q, as_prom(counts))
+        est = estimate_quantile(counts, q)
+        assert est == pytest.approx(prom, rel=1e-9, abs=1e-12)
+        for bound in (0.02, 0.2):
+            assert quantile_at_least(counts, q, bound) == (prom >= bound), (counts, q, bound)
+
+
+def test_estimate_quantile_none_without_events() -> None:
+    assert estimate_quantile([0] * RUNQ_SLOTS, 0.99) is None

@@ -1,0 +1,275 @@
+"""The probe loader without a kernel: preflight reasons, and poll/prune on fake maps."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from exporter.probe import RUNQ_SLOTS, SchedProbe
+from exporter.probe.loader import STAT_NAMES, UNATTRIBUTED_KEY
+from exporter.probe.status import find_kernel_source, has_bpf_privilege, tracefs_ok
+from exporter.window import CULPRIT_IDLE, CULPRIT_UNATTRIBUTED
+
+ROOT_CAPS = "CapEff:\t000001ffffffffff\n"
+NO_CAPS = "CapEff:\t0000000000000000\n"
+BPF_CAPS = f"CapEff:\t{(1 << 39) | (1 << 38):016x}\n"
+
+
+def fake_proc(tmp_path: Path, status: str) -> str:
+    d = tmp_path / "proc" / "self"
+    d.mkdir(parents=True)
+    (d / "status").write_text(f"Name:\tpython\n{status}")
+    return str(tmp_path / "proc")
+
+
+def fake_tracefs(tmp_path: Path, events: tuple[str, ...]) -> str:
+    root = tmp_path / "tracing"
+    for e in events:
+        d = root / "events" / "sched" / e
+        d.mkdir(parents=True)
+        (d / "format").write_text("name: x\n")
+    return str(root)
+
+
+ALL_TP = ("sched_switch", "sched_wakeup", "sched_wakeup_new", "sched_process_exit")
+
+
+def test_privilege_from_capabilities(tmp_path: Path) -> None:
+    assert has_bpf_privilege(fake_proc(tmp_path / "a", ROOT_CAPS))
+    assert has_bpf_privilege(fake_proc(tmp_path / "b", BPF_CAPS))
+    assert not has_bpf_privilege(fake_proc(tmp_path / "c", NO_CAPS))
+
+
+def test_tracefs_check(tmp_path: Path) -> None:
+    ok, why = tracefs_ok(fake_tracefs(tmp_path, ALL_TP))
+    assert ok and why == ""
+    ok, why = tracefs_ok(fake_tracefs(tmp_path / "x", ("sched_switch",)))
+    assert not ok and "sched_wakeup" in why and "mount -t tracefs" in why
+
+
+def test_kernel_source_explicit(tmp_path: Path) -> None:
+    (tmp_path / "k" / "include").mkdir(parents=True)
+    path, _ = find_kernel_source(str(tmp_path / "k"))
+    assert path == str((tmp_path / "k").resolve())
+    path, why = find_kernel_source(str(tmp_path / "missing"))
+    assert path is None and "no kernel headers" in why
+
+
+def status_of(tmp_path: Path, **kw: Any) -> tuple[str, str]:
+    st = SchedProbe(**kw).load()
+    assert not st.loaded
+    return st.reason, st.detail
+
+
+def test_load_reasons_in_order(tmp_path: Path) -> None:
+    root = fake_proc(tmp_path / "root", ROOT_CAPS)
+    user = fake_proc(tmp_path / "user", NO_CAPS)
+    tfs = fake_tracefs(tmp_path, ALL_TP)
+    (tmp_path / "k" / "include").mkdir(parents=True)
+    ksrc = str(tmp_path / "k")
+    assert status_of(tmp_path, enabled=False)[0] == "disabled"
+    assert status_of(tmp_path, procfs=user, tracefs=tfs)[0] == "not-root"
+    assert status_of(tmp_path, procfs=root, tracefs=str(tmp_path / "none"))[0] == "no-tracefs"
+    reason, detail = status_of(
+        tmp_path, procfs=root, tracefs=tfs, kernel_source=str(tmp_path / "nok")
+    )
+    assert reason == "no-headers" and "setup-probe.sh" in detail
+    reason, detail = status_of(
+        tmp_path, procfs=root, tracefs=tfs, kernel_source=ksrc, bpf_dir=str(tmp_path)
+    )
+    assert reason == "compile-error" and "sched_probe.c" in detail
+
+
+def test_not_loaded_probe_is_inert() -> None:
+    p = SchedProbe(enabled=False)
+    assert p.status.reason == "not-loaded"
+    p.set_tracked([5, 6])
+    d = p.poll()
+    assert d.runq == {} and d.blame == {} and d.context_switches == 0
+    assert p.prune([]) == 0
+    p.close()
+    assert p.tracked == frozenset({5, 6})
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"attribution": "random"},
+        {"min_wait_us": -1},
+        {"ring_slots": 12},
+        {"max_cgroups": 0},
+        {"max_blame": 0},
+    ],
+)
+def test_bad_knobs(kw: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        SchedProbe(**kw)
+
+
+# --- fake BCC maps -------------------------------------------------------------------
+
+
+class FakeTable:
+    def __init__(self, kind: str, capacity: int = 1000) -> None:
+        self.kind = kind
+        self.data: dict[Any, Any] = {}
+        self.capacity = capacity
+
+    def Key(self, *a: int) -> Any:
+        return a[0] if len(a) == 1 else tuple(a)
+
+    def Leaf(self, v: int) -> Any:
+        return v
+
+    def __setitem__(self, k: Any, v: Any) -> None:
+        if k not in self.data and len(self.data) >= self.capacity:
+            raise Exception("Could not update table: E2BIG")
+        self.data[k] = v
+
+    def __delitem__(self, k: Any) -> None:
+        del self.data[k]
+
+    def items_lookup_batch(self) -> Iterator[tuple[Any, Any]]:
+        for k, v in list(self.data.items()):
+            if self.kind == "runq":
+                yield k, SimpleNamespace(slots=v[:-1], sum_ns=v[-1])
+            else:
+                yield (
+                    SimpleNamespace(victim=k[0], culprit=k[1]),
+                    SimpleNamespace(wait_ns=v[0], events=v[1]),
+                )
+
+
+class FakeBPF:
+    def __init__(self, ncpu: int = 2, tracked_cap: int = 1000) -> None:
+        self.tables = {
+            "tracked": FakeTable("tracked", tracked_cap),
+            "runq": FakeTable("runq"),
+            "blame": FakeTable("blame"),
+        }
+        self.stats = [[0] * len(STAT_NAMES) for _ in range(ncpu)]
+        self.funcs: dict[bytes, Any] = {}
+        self.cleaned = False
+
+    def __getitem__(self, raw: bytes) -> Any:
+        assert isinstance(raw, bytes), "BCC wants bytes map names"
+        name = raw.decode()
+        if name == "cpu_states":
+            return _PerCpu(self.stats)
+        return self.tables[name]
+
+    def bump(self, name: str, n: int, cpu: int = 0) -> None:
+        self.stats[cpu][STAT_NAMES.index(name)] += n
+
+    def cleanup(self) -> None:
+        self.cleaned = True
+
+
+class _PerCpu:
+    def __init__(self, stats: list[list[int]]) -> None:
+        self.stats = stats
+
+    def __getitem__(self, key: Any) -> list[Any]:
+        return [SimpleNamespace(stats=s) for s in self.stats]
+
+
+def hist(slot: int, n: int, sum_ns: int) -> tuple[int, ...]:
+    v = [0] * (RUNQ_SLOTS + 1)
+    v[slot] = n
+    v[-1] = sum_ns
+    return tuple(v)
+
+
+def loaded_probe(fake: FakeBPF) -> SchedProbe:
+    p = SchedProbe()
+    p._bpf = fake  # what load() sets after compiling
+    return p
+
+
+def test_poll_diffs_and_names_special_culprits() -> None:
+    fake = FakeBPF()
+    p = loaded_probe(fake)
+    p.set_tracked([100, 200])
+    assert set(fake.tables["tracked"].data) == {100, 200}
+    fake.tables["runq"].data[100] = hist(0, 5, 5_000)
+    fake.tables["blame"].data[(100, 0)] = (1_000_000, 2)
+    fake.tables["blame"].data[(100, UNATTRIBUTED_KEY)] = (500_000, 1)
+    fake.tables["blame"].data[(100, 300)] = (2_000_000_000, 4)
+    fake.bump("switches", 10)
+    fake.bump("switches", 7, cpu=1)
+    d = p.poll()
+    assert d.context_switches == 17
+    assert d.runq[100].counts[0] == 5 and d.runq[100].sum_s == pytest.approx(5e-6)
+    row = d.blame[100]
+    assert row[CULPRIT_IDLE].wait_s == pytest.approx(1e-3)
+    assert row[CULPRIT_UNATTRIBUTED].events == 1
+    assert row[300].wait_s == pytest.approx(2.0)
+    assert d.map_entries["runq"] == 1 and d.map_entries["blame"] == 3
+    assert d.map_entries["tracked"] == 2
+
+    # Nothing new: empty delta. Then growth, then a reset (key re-created).
+    assert p.poll().runq == {}
+    fake.tables["runq"].data[100] = hist(0, 8, 9_000)
+    fake.bump("switches", 3)
+    d = p.poll()
+    assert d.runq[100].counts[0] == 3 and d.context_switches == 3
+    fake.tables["runq"].data[100] = hist(1, 2, 1_000)  # deleted and re-created
+    d = p.poll()
+    assert d.runq[100].counts[:2] == [0, 2]
+    tot = p.runq_totals()[100]
+    assert tot.counts[0] == 8 and tot.counts[1] == 2  # monotonic across the reset
+    p.close()
+    assert fake.cleaned and not p.loaded
+
+
+def test_prune_removes_dead_victims_and_culprits() -> None:
+    fake = FakeBPF()
+    p = loaded_probe(fake)
+    p.set_tracked([100, 200])
+    fake.tables["runq"].data[100] = hist(0, 1, 1)
+    fake.tables["runq"].data[200] = hist(0, 1, 1)
+    fake.tables["blame"].data[(100, 200)] = (1, 1)
+    fake.tables["blame"].data[(100, 999)] = (1, 1)  # culprit cgroup gone
+    fake.tables["blame"].data[(100, 0)] = (1, 1)  # idle: never pruned
+    fake.tables["blame"].data[(100, 1)] = (1, 1)  # root: never pruned
+    fake.tables["blame"].data[(200, 100)] = (1, 1)
+    p.poll()
+    removed = p.prune([1, 100])  # 200 and 999 are gone
+    assert removed == 4
+    assert set(fake.tables["runq"].data) == {100}
+    assert set(fake.tables["blame"].data) == {(100, 0), (100, 1)}
+    assert set(fake.tables["tracked"].data) == {100}
+    assert 200 not in p.runq_totals()
+    # 200 comes back as a new cgroup id reuse: a fresh baseline, not a negative delta.
+    p.set_tracked([100, 200])
+    fake.tables["runq"].data[200] = hist(2, 1, 7)
+    assert p.poll().runq[200].counts[2] == 1
+
+
+def test_tracked_map_full_is_counted_not_raised() -> None:
+    fake = FakeBPF(tracked_cap=2)
+    p = loaded_probe(fake)
+    p.set_tracked([1, 2, 3, 4])
+    assert len(fake.tables["tracked"].data) == 2
+    d = p.poll()
+    assert d.update_failures["tracked"] == 2
+    assert p.totals().update_failures["tracked"] == 2
+    p.set_tracked([1, 2, 3, 4])  # still full: counted again, still no exception
+    assert p.poll().update_failures["tracked"] == 2
+
+
+def test_kernel_failure_counters_are_reported_as_deltas() -> None:
+    fake = FakeBPF()
+    p = loaded_probe(fake)
+    fake.bump("fail_blame", 4)
+    fake.bump("pids_inserted", 10)
+    fake.bump("pids_deleted", 3, cpu=1)
+    d = p.poll()
+    assert d.update_failures["blame"] == 4 and d.map_entries["pid_cgroup"] == 7
+    fake.bump("fail_blame", 1)
+    assert p.poll().update_failures["blame"] == 1
+    assert p.totals().update_failures["blame"] == 5

@@ -1,0 +1,200 @@
+"""Culprit classification and the probe's Prometheus families (no kernel)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
+
+from exporter.cgroupfs.discovery import CgroupKind
+from exporter.identity import Identity
+from exporter.probe import RUNQ_BOUNDS_S, RUNQ_SLOTS, ProbeStatus, RunqHistogram
+from exporter.probe.culprit import CulpritKind, classify_culprit
+from exporter.probe.metrics import (
+    VictimProbeData,
+    blame_shares,
+    build_probe_families,
+    unknown_blame_ratio,
+)
+from exporter.probe.model import ProbeTotals, ProgramStats
+from exporter.window import CULPRIT_IDLE, CULPRIT_UNATTRIBUTED, CulpritKey
+
+ROOT = Identity(cgroup="/", kind=CgroupKind.ROOT)
+WEB = Identity(
+    cgroup="/kubepods.slice/kubepods-pod1.slice/cri-containerd-aa.scope",
+    kind=CgroupKind.CONTAINER,
+    namespace="shop",
+    pod="web-1",
+    container="web",
+    pod_uid="11111111-2222-3333-4444-555555555555",
+)
+BATCH = Identity(
+    cgroup="/kubepods.slice/kubepods-besteffort.slice/x/cri-containerd-bb.scope",
+    kind=CgroupKind.CONTAINER,
+    namespace="batch",
+    pod="crunch-7",
+    container="crunch",
+    pod_uid="99999999-2222-3333-4444-555555555555",
+)
+UNNAMED = Identity(
+    cgroup="/kubepods.slice/kubepods-podabcdef12.slice/cri-containerd-cc.scope",
+    kind=CgroupKind.CONTAINER,
+    pod_uid="abcdef12-0000-0000-0000-000000000000",
+)
+KUBELET = Identity(cgroup="/system.slice/kubelet.service", kind=CgroupKind.SYSTEM)
+IDS = {1: ROOT, 10: WEB, 20: BATCH, 30: UNNAMED, 40: KUBELET}
+LOADED = ProbeStatus(True, "", "ok", "occupancy")
+
+
+@pytest.mark.parametrize(
+    ("key", "kind", "name"),
+    [
+        (CULPRIT_IDLE, CulpritKind.IDLE, "idle"),
+        (CULPRIT_UNATTRIBUTED, CulpritKind.UNKNOWN, "unattributed"),
+        (1, CulpritKind.KERNEL, "kernel"),
+        (20, CulpritKind.POD, "batch/crunch-7/crunch"),
+        (30, CulpritKind.POD, "pod:abcdef12"),
+        (40, CulpritKind.SYSTEM, "system.slice/kubelet.service"),
+        (12345, CulpritKind.UNKNOWN, "unknown"),
+    ],
+)
+def test_classify(key: CulpritKey, kind: CulpritKind, name: str) -> None:
+    c = classify_culprit(key, IDS)
+    assert c.kind is kind and c.culprit == name
+
+
+def test_pod_culprit_carries_join_labels() -> None:
+    labels = classify_culprit(20, IDS).labels()
+    assert labels == {
+        "culprit_kind": "pod",
+        "culprit": "batch/crunch-7/crunch",
+        "culprit_cgroup": BATCH.cgroup,
+        "culprit_namespace": "batch",
+        "culprit_pod": "crunch-7",
+        "culprit_container": "crunch",
+    }
+
+
+def test_root_id_without_identity_is_the_kernel() -> None:
+    assert classify_culprit(1, {}).kind is CulpritKind.KERNEL
+    assert classify_culprit(77, {}, root_ids=(77,)).kind is CulpritKind.KERNEL
+
+
+def test_blame_shares_topk_merge_and_order() -> None:
+    window: dict[CulpritKey, float] = {
+        20: 6.0,
+        40: 1.0,
+        CULPRIT_IDLE: 1.0,
+        1: 0.5,
+        555: 0.75,  # two unknown ids merge into one "unknown" entry
+        556: 0.75,
+        10: 0.0,  # nothing: dropped
+    }
+    top = blame_shares(window, IDS, top_k=3)
+    assert [b.culprit.culprit for b in top] == ["batch/crunch-7/crunch", "unknown", "idle"]
+    assert top[0].share == pytest.approx(0.6)
+    assert top[1].wait_s == pytest.approx(1.5)
+    every = blame_shares(window, IDS, top_k=None)
+    assert sum(b.share for b in every) == pytest.approx(1.0)
+    assert blame_shares({}, IDS) == []
+
+
+def test_unknown_ratio() -> None:
+    rows: list[dict[CulpritKey, float]] = [
+        {20: 3.0, CULPRIT_UNATTRIBUTED: 1.0},
+        {999: 1.0, CULPRIT_IDLE: 5.0},
+    ]
+    assert unknown_blame_ratio(rows, IDS) == pytest.approx(0.2)
+    assert unknown_blame_ratio([{}], IDS) is None
+
+
+class _Families(Collector):
+    def __init__(self, fams: list[object]) -> None:
+        self.fams = fams
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        return iter(self.fams)
+
+
+def expose(fams: list[object]) -> str:
+    reg = CollectorRegistry()
+    reg.register(_Families(fams))
+    return generate_latest(reg).decode()
+
+
+def samples(text: str) -> list[tuple[str, dict[str, str], float]]:
+    return [
+        (s.name, {k: v for k, v in s.labels.items() if v != ""}, s.value)
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+    ]
+
+
+def test_not_loaded_exports_only_the_reason() -> None:
+    st = ProbeStatus(False, "no-headers", "none", "occupancy")
+    text = expose(list(build_probe_families([], IDS, st, None)))
+    assert samples(text) == [("contention_probe_loaded", {"reason": "no-headers"}, 0.0)]
+
+
+def test_families_exposition(tmp_path: Path) -> None:
+    h = RunqHistogram()
+    h.counts[0] = 90
+    h.counts[RUNQ_BOUNDS_S.index(0.02)] = 9
+    h.counts[-1] = 1
+    h.sum_s = 7.5
+    victims = [
+        VictimProbeData(WEB, h, {20: 6.0, 40: 1.0, CULPRIT_IDLE: 2.0, 12345: 1.0}),
+        VictimProbeData(KUBELET, None, {}),
+    ]
+    totals = ProbeTotals(
+        context_switches=1000,
+        update_failures={"blame": 2, "runq": 0},
+        map_entries={"blame": 10, "runq": 3},
+        map_capacity={"blame": 32768, "runq": 4096},
+        programs={"sched_switch": ProgramStats(123_000, 1000)},
+    )
+    text = expose(list(build_probe_families(victims, IDS, LOADED, totals, top_k=3)))
+    got = samples(text)
+    web = {"cgroup": WEB.cgroup, "namespace": "shop", "pod": "web-1", "container": "web"}
+
+    def value(name: str, **labels: str) -> float:
+        want = {**labels}
+        hits = [v for n, lb, v in got if n == name and lb == want]
+        assert len(hits) == 1, (name, want)
+        return hits[0]
+
+    assert value("contention_runqueue_latency_seconds_bucket", **web, le="0.02") == 99
+    assert value("contention_runqueue_latency_seconds_bucket", **web, le="+Inf") == 100
+    assert value("contention_runqueue_latency_seconds_count", **web) == 100
+    assert value("contention_runqueue_wait_seconds_total", **web) == 7.5
+    buckets = [lb for n, lb, _ in got if n == "contention_runqueue_latency_seconds_bucket"]
+    assert len(buckets) == RUNQ_SLOTS  # every bound, backfilled; the other victim has none
+    shares = [(lb, v) for n, lb, v in got if n == "contention_blame_share"]
+    assert len(shares) == 3  # top-K
+    top = max(shares, key=lambda s: s[1])
+    assert top[1] == pytest.approx(0.6)
+    assert top[0] == {
+        **web,
+        "culprit_kind": "pod",
+        "culprit": "batch/crunch-7/crunch",
+        "culprit_cgroup": BATCH.cgroup,
+        "culprit_namespace": "batch",
+        "culprit_pod": "crunch-7",
+        "culprit_container": "crunch",
+    }
+    assert any(lb["culprit_kind"] == "idle" for lb, _ in shares)
+    assert value("contention_probe_loaded") == 1  # reason="" (dropped) when loaded
+    assert value("contention_probe_unknown_blame_ratio") == pytest.approx(0.1)
+    assert value("contention_probe_map_update_failures_total", map="blame") == 2
+    assert value("contention_probe_program_runs_total", program="sched_switch") == 1000
+    promtool = shutil.which("promtool")
+    if promtool:
+        f = tmp_path / "m.prom"
+        f.write_text(text)
+        r = subprocess.run([promtool, "check", "metrics"], stdin=f.open(), capture_output=True)
+        assert r.returncode == 0, r.stdout + r.stderr
