@@ -1,0 +1,148 @@
+"""What a finding is: the verdict, who it is about, who caused it, and the numbers.
+
+``Finding.to_dict()`` is the JSON served on ``/findings`` and printed by the CLI; its
+schema is ``exporter/data/finding.schema.json`` (documented in docs/findings.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from ..identity import Identity
+
+
+class Kind(StrEnum):
+    CPU_THROTTLED = "cpu-throttled"
+    NOISY_NEIGHBOR = "noisy-neighbor"
+    CPU_CONTENDED = "cpu-contended"
+    MEMORY_PRESSURE = "memory-pressure"
+    MEMORY_LIMIT_THRASH = "memory-limit-thrash"
+
+
+class Severity(StrEnum):
+    """Prometheus-style severities. Seed 000's critical/high/medium map to
+    critical/warning/info."""
+
+    CRITICAL = "critical"
+    WARNING = "warning"
+    INFO = "info"
+
+
+SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
+
+# culprit_kind values, as exporter.probe.culprit classifies blame keys (the same
+# classification labels contention_blame_share). Only the first three can be named.
+CULPRIT_POD = "pod"  # a container: Kubernetes (ns/pod/container or pod:<uid8>) or docker
+CULPRIT_SYSTEM = "system"  # a systemd unit, user slice or other named cgroup
+CULPRIT_KERNEL = "kernel"  # the root cgroup: kernel threads, unassigned tasks
+NAMEABLE_CULPRIT_KINDS = (CULPRIT_POD, CULPRIT_SYSTEM, CULPRIT_KERNEL)
+CULPRIT_SELF = "self"  # the victim's own cgroup (evidence only; never a neighbour)
+CULPRIT_IDLE = "idle"  # the CPU ran idle: the victim waited on its own quota
+CULPRIT_UNKNOWN = "unknown"  # unresolved cgroup ids and unattributed wait
+
+REMEDIATION = {
+    Kind.CPU_THROTTLED: "raise or remove resources.limits.cpu on the victim",
+    Kind.NOISY_NEIGHBOR: (
+        "lower the culprit's usage or give it a request that reflects it; "
+        "move one of the two to another node"
+    ),
+    Kind.CPU_CONTENDED: (
+        "the node is oversubscribed: the blame list shows who shares the CPU; "
+        "add capacity or spread the workload"
+    ),
+    Kind.MEMORY_PRESSURE: "set or raise memory requests on the culprit; add memory to the node",
+    Kind.MEMORY_LIMIT_THRASH: "raise resources.limits.memory on the victim",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    cgroup_id: int
+    identity: Identity
+
+    def to_dict(self) -> dict[str, Any]:
+        i = self.identity
+        return {
+            "ref": i.name,
+            "cgroup": i.cgroup,
+            "cgroup_id": self.cgroup_id,
+            "cgroup_kind": i.kind.value,
+            "namespace": i.namespace or None,
+            "pod": i.pod or None,
+            "container": i.container or None,
+            "pod_uid": i.pod_uid or None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Culprit:
+    kind: str  # one of NAMEABLE_CULPRIT_KINDS
+    ref: str  # the `culprit` label: ns/pod/container, a unit path, or "kernel"
+    cgroup_id: int
+    identity: Identity
+    blame_share: float  # CPU: share of the victim's wait; memory: share of node overage
+    cpu_usage_cores: float | None  # over the window; None when not sampled (opted out)
+    cpu_request_cores: float | None
+    memory_overage_bytes: int | None = None  # memory-pressure culprits only
+    heuristic: bool = False  # True for the memory-pressure culprit
+
+    def to_dict(self) -> dict[str, Any]:
+        i = self.identity
+        return {
+            "kind": self.kind,
+            "ref": self.ref,
+            "cgroup": i.cgroup,
+            "cgroup_id": self.cgroup_id,
+            "namespace": i.namespace or None,
+            "pod": i.pod or None,
+            "container": i.container or None,
+            "pod_uid": i.pod_uid or None,
+            "opted_out": i.opted_out,
+            "blame_share": self.blame_share,
+            "cpu_usage_cores": self.cpu_usage_cores,
+            "cpu_request_cores": self.cpu_request_cores,
+            "memory_overage_bytes": self.memory_overage_bytes,
+            "heuristic": self.heuristic,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    kind: Kind
+    severity: Severity
+    victim: Victim
+    culprit: Culprit | None
+    evidence: dict[str, Any]
+    first_seen: float  # epoch seconds: start of the first minute of the current run
+    last_seen: float  # epoch seconds: end of the latest minute that held
+    message: str
+    remediation: str = field(default="")
+
+    def key(self) -> tuple[str, str, str, str]:
+        """(kind, victim cgroup, culprit cgroup or "", severity): what the rules agree on."""
+        return (
+            self.kind.value,
+            self.victim.identity.cgroup,
+            self.culprit.identity.cgroup if self.culprit else "",
+            self.severity.value,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "severity": self.severity.value,
+            "victim": self.victim.to_dict(),
+            "culprit": self.culprit.to_dict() if self.culprit else None,
+            "evidence": dict(self.evidence),
+            "first_seen": self.first_seen,
+            "last_seen": self.last_seen,
+            "message": self.message,
+            "remediation": self.remediation or REMEDIATION[self.kind],
+        }
+
+
+def sort_findings(findings: list[Finding]) -> list[Finding]:
+    """Most severe first, then by kind, victim and culprit (a stable, readable order)."""
+    return sorted(findings, key=lambda f: (SEVERITY_ORDER[f.severity], *f.key()))

@@ -1,0 +1,488 @@
+"""Scenario files: one description of a node's minutes that drives both the Python
+evaluator (as :class:`~exporter.window.Window`s) and ``promtool test rules`` (as
+``input_series``), so the two can be compared at every evaluation time.
+
+A scenario (YAML)::
+
+    name: noisy-neighbor-basic
+    description: what it shows
+    minutes: 10                      # minutes of data (samples at 0, 1m, ... 10m)
+    node: {mem_some_s: 0}            # per-minute node values
+    containers:                      # tracked containers (they get metrics)
+      - name: api                    # handle used in blame keys and expectations
+        cgroup: /kubepods/burstable/pod.../abc   (default /scenario/<name>)
+        kind: container              # CgroupKind value (default container)
+        namespace: shop              # pod, container, pod_uid likewise
+        cpu_request: 0.5             # cores; cpu_limit, memory_request, memory_limit
+        series:                      # per-minute values (see below)
+          cpu_usage_s: 30
+          cpu_some_s: {0: 0, 4: 15}
+          runq: {events: 100, over_20ms: 5}
+          blame: {batch: 20, idle: 1, unknown: 3}
+    others:                          # named but not tracked (system units, kernel, opted out)
+      - {name: kernel, kind: root, cgroup: /}
+    expect:                          # checked against the evaluator (hand-written truth)
+      - at: 7                        # minute (eval time 7m)
+        findings: [[noisy-neighbor, api, batch, warning]]
+
+Per-minute values are a scalar (every minute), a list (one per minute) or a mapping
+``{from_minute: value}`` (piecewise constant). Values must be multiples of 1/1024 so
+every sum and difference is exact in binary floating point: then Python's sums over
+minutes and PromQL's differences of cumulative counters are the same doubles.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..cgroupfs.discovery import CgroupKind
+from ..findings.evaluator import identities, window_blame
+from ..findings.model import CULPRIT_UNKNOWN
+from ..findings.thresholds import Thresholds
+from ..identity import Identity
+from ..probe.histogram import RUNQ_BOUNDS_S, le_label
+from ..probe.metrics import DEFAULT_TOP_K as BLAME_TOP_K
+from ..probe.metrics import blame_shares as probe_blame_shares
+from ..window import (
+    CULPRIT_IDLE,
+    CULPRIT_UNATTRIBUTED,
+    ContainerWindow,
+    MinuteFold,
+    NodeFold,
+    Window,
+)
+
+INSTANCE = "node-a:10366"
+JOB = "contention-exporter"
+UNKNOWN_ID = 999_999  # a cgroup id nobody can classify
+SLOT_FAST = RUNQ_BOUNDS_S.index(0.001)
+SLOT_20_200 = RUNQ_BOUNDS_S.index(0.05)
+SLOT_200_5S = RUNQ_BOUNDS_S.index(1.0)
+
+_SERIES_KEYS = {
+    "cpu_usage_s",
+    "periods",
+    "throttled_periods",
+    "throttled_s",
+    "cpu_some_s",
+    "cpu_full_s",
+    "mem_some_s",
+    "mem_full_s",
+    "refaults",
+    "mem_high",
+    "mem_max",
+    "working_set_bytes",
+    "runq",
+    "blame",
+}
+_RUNQ_KEYS = {"events", "over_20ms", "over_200ms", "overflow"}
+
+
+class ScenarioError(ValueError):
+    pass
+
+
+def _expand(spec: Any, n: int, what: str) -> list[float]:
+    if isinstance(spec, bool):
+        raise ScenarioError(f"{what}: not a number")
+    if isinstance(spec, int | float):
+        vals = [float(spec)] * n
+    elif isinstance(spec, list):
+        if len(spec) != n:
+            raise ScenarioError(f"{what}: list has {len(spec)} values, expected {n}")
+        vals = [float(v) for v in spec]
+    elif isinstance(spec, dict):
+        if 0 not in spec:
+            raise ScenarioError(f"{what}: piecewise mapping needs a value from minute 0")
+        vals, cur = [], 0.0
+        for m in range(n):
+            cur = float(spec.get(m, cur))
+            vals.append(cur)
+    else:
+        raise ScenarioError(f"{what}: expected a number, list or {{minute: value}}")
+    for v in vals:
+        if v < 0 or (v * 1024) != int(v * 1024):
+            raise ScenarioError(f"{what}: {v} must be >= 0 and a multiple of 1/1024")
+    return vals
+
+
+@dataclass
+class Member:
+    name: str
+    cgroup_id: int
+    identity: Identity
+    tracked: bool
+    series: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Scenario:
+    name: str
+    description: str
+    minutes: int
+    members: dict[str, Member]
+    node: dict[str, list[float]]
+    per_minute: dict[str, dict[str, list[float]]]  # member -> key -> values
+    runq: dict[str, list[list[int]]]  # member -> per-minute bucket slots
+    blame: dict[str, list[dict[int | str, float]]]  # member -> per-minute blame
+    expect: list[dict[str, Any]]
+    unit: bool  # also rendered into rules/tests (with annotations)
+    path: str = ""
+
+    # -- the Python side --------------------------------------------------------------
+
+    def window_at(self, t: int, th: Thresholds) -> Window:
+        """The sampler's window at eval time ``t`` (seconds): minutes ending by ``t``."""
+        done = [m for m in range(self.minutes) if (m + 1) * 60 <= t]
+        keep = done[-th.window_minutes :]
+        w = Window(minutes=th.window_minutes, probe_loaded=bool(self.runq or self.blame))
+        for name, mem in self.members.items():
+            if not mem.tracked:
+                w.others[mem.cgroup_id] = mem.identity
+                continue
+            cw = ContainerWindow(
+                identity=mem.identity,
+                cgroup_id=mem.cgroup_id,
+                cpu_limit_cores=mem.identity.cpu_limit_cores,
+                memory_limit_bytes=mem.identity.memory_limit_bytes,
+                folds=deque(self._fold(name, m) for m in keep),
+            )
+            w.containers[mem.cgroup_id] = cw
+        for m in keep:
+            w.node.append(
+                NodeFold(minute=m * 60, seconds=60.0, mem_some_s=self._node_val("mem_some_s", m))
+            )
+        return w
+
+    def _node_val(self, key: str, m: int) -> float | None:
+        v = self.node.get(key)
+        return None if v is None else v[m]
+
+    def _fold(self, name: str, m: int) -> MinuteFold:
+        pm = self.per_minute[name]
+
+        def get(key: str) -> float | None:
+            v = pm.get(key)
+            return None if v is None else v[m]
+
+        def geti(key: str) -> int | None:
+            v = get(key)
+            return None if v is None else int(v)
+
+        ws = geti("working_set_bytes")
+        events = {}
+        for ev in ("high", "max"):
+            if f"mem_{ev}" in pm:
+                events[ev] = int(pm[f"mem_{ev}"][m])
+        return MinuteFold(
+            minute=m * 60,
+            seconds=60.0,
+            cpu_usage_s=get("cpu_usage_s") or 0.0,
+            periods=geti("periods"),
+            throttled_periods=geti("throttled_periods"),
+            throttled_s=get("throttled_s"),
+            cpu_some_s=get("cpu_some_s"),
+            cpu_full_s=get("cpu_full_s"),
+            mem_some_s=get("mem_some_s"),
+            mem_full_s=get("mem_full_s"),
+            refaults=geti("refaults") or 0,
+            mem_events=events,
+            memory_bytes=ws,
+            working_set_bytes=ws,
+            runq_buckets=list(self.runq[name][m]) if name in self.runq else None,
+            runq_sum_s=None,
+            blame_s=dict(self.blame[name][m]) if name in self.blame else None,
+        )
+
+    def eval_times(self, th: Thresholds) -> list[int]:
+        """Times compared with promtool: every minute once a full window exists."""
+        return [m * 60 for m in range(th.window_minutes, self.minutes + 1)]
+
+    # -- the Prometheus side ------------------------------------------------------------
+
+    def input_series(self, th: Thresholds) -> list[dict[str, str]]:
+        """promtool ``input_series`` with samples every minute from 0 to ``minutes``."""
+        out: list[dict[str, str]] = []
+        n = self.minutes
+
+        def labels(ident: Identity, **extra: str) -> str:
+            pairs = [("cgroup", ident.cgroup)]
+            pairs += [("namespace", ident.namespace), ("pod", ident.pod)]
+            pairs += [("container", ident.container)]
+            pairs += [("instance", INSTANCE), ("job", JOB)]
+            pairs += list(extra.items())
+            body = ",".join(f'{k}="{v}"' for k, v in pairs if v)
+            return "{" + body + "}"
+
+        def counter(metric: str, lab: str, deltas: list[float]) -> None:
+            cum, vals = 0.0, ["0"]
+            for d in deltas:
+                cum += d
+                vals.append(_fmt(cum))
+            out.append({"series": metric + lab, "values": " ".join(vals)})
+
+        def gauge(metric: str, lab: str, values: list[float | None]) -> None:
+            vals = ["_" if v is None else _fmt(v) for v in values]
+            out.append({"series": metric + lab, "values": " ".join(vals)})
+
+        for name, mem in self.members.items():
+            if not mem.tracked:
+                continue
+            ident, pm = mem.identity, self.per_minute[name]
+            lab = labels(ident)
+            counter("contention_cpu_usage_seconds_total", lab, pm["cpu_usage_s"])
+            for key, metric in (
+                ("periods", "contention_cpu_cfs_periods_total"),
+                ("throttled_periods", "contention_cpu_cfs_throttled_periods_total"),
+                ("throttled_s", "contention_cpu_cfs_throttled_seconds_total"),
+                ("cpu_some_s", "contention_cpu_pressure_waiting_seconds_total"),
+                ("cpu_full_s", "contention_cpu_pressure_stalled_seconds_total"),
+                ("mem_some_s", "contention_memory_pressure_waiting_seconds_total"),
+                ("mem_full_s", "contention_memory_pressure_stalled_seconds_total"),
+            ):
+                if key in pm:
+                    counter(metric, lab, pm[key])
+            if "refaults" in pm:
+                counter(
+                    "contention_memory_workingset_refaults_total",
+                    labels(ident, type="file"),
+                    pm["refaults"],
+                )
+                counter(
+                    "contention_memory_workingset_refaults_total",
+                    labels(ident, type="anon"),
+                    [0.0] * n,
+                )
+            for ev in ("high", "max"):
+                if f"mem_{ev}" in pm:
+                    counter(
+                        "contention_memory_events_total", labels(ident, event=ev), pm[f"mem_{ev}"]
+                    )
+            if "working_set_bytes" in pm:
+                ws = pm["working_set_bytes"]
+                gauge("contention_memory_working_set_bytes", lab, [ws[0], *ws])
+            for value, metric in (
+                (ident.cpu_request_cores, "contention_cpu_request_cores"),
+                (ident.cpu_limit_cores, "contention_cpu_limit_cores"),
+                (ident.memory_request_bytes, "contention_memory_request_bytes"),
+                (ident.memory_limit_bytes, "contention_memory_limit_bytes"),
+            ):
+                if value is not None:
+                    gauge(metric, lab, [float(value)] * (n + 1))
+            if name in self.runq:
+                slots = self.runq[name]
+                running = [0] * len(slots[0])
+                cums: list[list[int]] = [list(running)]
+                for s in slots:
+                    running = [a + b for a, b in zip(running, s, strict=True)]
+                    cums.append(list(running))
+                for i, bound in enumerate((*RUNQ_BOUNDS_S, float("inf"))):
+                    le = "+Inf" if i == len(RUNQ_BOUNDS_S) else le_label(bound)
+                    vals = [str(sum(c[: i + 1])) for c in cums]
+                    out.append(
+                        {
+                            "series": "contention_runqueue_latency_seconds_bucket"
+                            + labels(ident, le=le),
+                            "values": " ".join(vals),
+                        }
+                    )
+                out.append(
+                    {
+                        "series": "contention_runqueue_latency_seconds_count" + lab,
+                        "values": " ".join(str(sum(c)) for c in cums),
+                    }
+                )
+            if name in self.blame:
+                out.extend(self._blame_series(mem, th, labels))
+        if "mem_some_s" in self.node:
+            counter(
+                "contention_node_memory_pressure_waiting_seconds_total",
+                "{" + f'instance="{INSTANCE}",job="{JOB}"' + "}",
+                self.node["mem_some_s"],
+            )
+        return out
+
+    def _blame_series(self, mem: Member, th: Thresholds, labels: Any) -> list[dict[str, str]]:
+        """contention_blame_share exactly as the probe's collector exports it (top K)."""
+        per_t: list[dict[tuple[tuple[str, str], ...], float]] = []
+        keys: dict[tuple[tuple[str, str], ...], None] = {}
+        for k in range(self.minutes + 1):
+            t = k * 60
+            w = self.window_at(t, th)
+            row: dict[tuple[tuple[str, str], ...], float] = {}
+            sums = window_blame(w, mem.cgroup_id, t, th)
+            for b in probe_blame_shares(sums, identities(w), top_k=BLAME_TOP_K):
+                lab = tuple(b.culprit.labels().items())
+                row[lab] = b.share
+                keys[lab] = None
+            per_t.append(row)
+        out = []
+        for lab in keys:
+            vals = []
+            for k, row in enumerate(per_t):
+                v = row.get(lab)
+                # Absent from the top K: the exporter stops exporting it; 0 decides the same.
+                vals.append("_" if k == 0 else _fmt(v if v is not None else 0.0))
+            out.append(
+                {
+                    "series": "contention_blame_share" + labels(mem.identity, **dict(lab)),
+                    "values": " ".join(vals),
+                }
+            )
+        return out
+
+
+def _fmt(v: float) -> str:
+    if float(v).is_integer():
+        return str(int(v))
+    return repr(float(v))
+
+
+_IDENT_KEYS = {
+    "name",
+    "cgroup",
+    "kind",
+    "namespace",
+    "pod",
+    "container",
+    "pod_uid",
+    "cpu_request",
+    "cpu_limit",
+    "memory_request",
+    "memory_limit",
+    "opted_out",
+    "series",
+    "id",
+}
+
+
+def _member(d: dict[str, Any], tracked: bool, next_id: int) -> Member:
+    unknown = set(d) - _IDENT_KEYS
+    if unknown:
+        raise ScenarioError(f"member {d.get('name')}: unknown keys {sorted(unknown)}")
+    name = str(d["name"])
+    kind = CgroupKind(d.get("kind", "container"))
+    cgroup = d.get("cgroup") or ("/" if kind is CgroupKind.ROOT else f"/scenario/{name}")
+    mem_req = d.get("memory_request")
+    mem_lim = d.get("memory_limit")
+    ident = Identity(
+        cgroup=cgroup,
+        kind=kind,
+        namespace=d.get("namespace", ""),
+        pod=d.get("pod", ""),
+        container=d.get("container", ""),
+        pod_uid=d.get("pod_uid", "") or ("uid-" + name if d.get("pod") else ""),
+        cpu_request_cores=d.get("cpu_request"),
+        cpu_limit_cores=d.get("cpu_limit"),
+        memory_request_bytes=int(mem_req) if mem_req is not None else None,
+        memory_limit_bytes=int(mem_lim) if mem_lim is not None else None,
+        opted_out=bool(d.get("opted_out", False)),
+    )
+    return Member(name, int(d.get("id", next_id)), ident, tracked, dict(d.get("series") or {}))
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    p = Path(path)
+    try:
+        doc = yaml.safe_load(p.read_text("utf-8"))
+        return parse_scenario(doc, str(p))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ScenarioError(f"{p}: {e}") from e
+
+
+def parse_scenario(doc: dict[str, Any], source: str = "scenario") -> Scenario:
+    n = int(doc["minutes"])
+    members: dict[str, Member] = {}
+    next_id = 1000
+    for d in doc.get("containers") or []:
+        member = _member(d, True, next_id)
+        next_id += 1
+        members[member.name] = member
+    for d in doc.get("others") or []:
+        member = _member(d, False, 1 if d.get("kind") == "root" else next_id)
+        next_id += 1
+        members[member.name] = member
+    per_minute: dict[str, dict[str, list[float]]] = {}
+    runq: dict[str, list[list[int]]] = {}
+    blame: dict[str, list[dict[int | str, float]]] = {}
+    for name, mem in members.items():
+        if not mem.tracked:
+            continue
+        s = mem.series
+        bad = set(s) - _SERIES_KEYS
+        if bad:
+            raise ScenarioError(f"{name}: unknown series {sorted(bad)}")
+        pm = {k: _expand(v, n, f"{name}.{k}") for k, v in s.items() if k not in ("runq", "blame")}
+        pm.setdefault("cpu_usage_s", [0.0] * n)
+        per_minute[name] = pm
+        if "runq" in s:
+            rq = s["runq"]
+            if set(rq) - _RUNQ_KEYS:
+                raise ScenarioError(f"{name}.runq: unknown keys {sorted(set(rq) - _RUNQ_KEYS)}")
+            cols = {k: _expand(rq.get(k, 0), n, f"{name}.runq.{k}") for k in _RUNQ_KEYS}
+            rows = []
+            for m in range(n):
+                ev, o20, o200, ovf = (
+                    int(cols["events"][m]),
+                    int(cols["over_20ms"][m]),
+                    int(cols["over_200ms"][m]),
+                    int(cols["overflow"][m]),
+                )
+                if not ev >= o20 >= o200 >= ovf:
+                    raise ScenarioError(
+                        f"{name}.runq minute {m}: need events>=20ms>=200ms>=overflow"
+                    )
+                slots = [0] * (len(RUNQ_BOUNDS_S) + 1)
+                slots[SLOT_FAST] = ev - o20
+                slots[SLOT_20_200] = o20 - o200
+                slots[SLOT_200_5S] = o200 - ovf
+                slots[-1] = ovf
+                rows.append(slots)
+            runq[name] = rows
+        if "blame" in s:
+            cols_b: dict[int | str, list[float]] = {}
+            for key, spec in (s["blame"] or {}).items():
+                ck: int | str
+                if key == "idle":
+                    ck = CULPRIT_IDLE
+                elif key == "unattributed":
+                    ck = CULPRIT_UNATTRIBUTED
+                elif key == CULPRIT_UNKNOWN:
+                    ck = UNKNOWN_ID
+                elif key in members:
+                    ck = members[key].cgroup_id
+                else:
+                    raise ScenarioError(f"{name}.blame: unknown culprit {key!r}")
+                cols_b[ck] = _expand(spec, n, f"{name}.blame.{key}")
+            blame[name] = [{k: v[m] for k, v in cols_b.items()} for m in range(n)]
+    node = {k: _expand(v, n, f"node.{k}") for k, v in (doc.get("node") or {}).items()}
+    return Scenario(
+        name=str(doc["name"]),
+        description=str(doc.get("description", "")),
+        minutes=n,
+        members=members,
+        node=node,
+        per_minute=per_minute,
+        runq=runq,
+        blame=blame,
+        expect=list(doc.get("expect") or []),
+        unit=bool(doc.get("unit", False)),
+        path=source,
+    )
+
+
+def load_corpus(directory: str | Path) -> list[Scenario]:
+    files = sorted(Path(directory).glob("*.yaml"))
+    return [load_scenario(f) for f in files]
+
+
+def cgroup_of(scn: Scenario, ref: str) -> str:
+    """A member handle (or a cgroup path) as a cgroup path, for expectations."""
+    if ref in scn.members:
+        return scn.members[ref].identity.cgroup
+    return ref

@@ -1,0 +1,102 @@
+"""The Python evaluator and the generated Prometheus rules agree on every scenario.
+
+Each scenario in tests/scenarios drives both sides: the evaluator over the windows the
+sampler would hold, and ``promtool test rules`` over input series made from the same
+minutes. The promtool test file expects, at every minute from 1m on and for every
+alert, exactly the (kind, victim, culprit, severity) set the evaluator returned, so a
+passing promtool run proves the sets are identical. All scenarios run in one promtool invocation.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from exporter.findings import evaluate, load_thresholds
+from exporter.findings.thresholds import Thresholds
+from exporter.rules.generator import rule_groups
+from exporter.rules.promtool import PromtoolMissing, find_promtool, render_tests, unit_test_rules
+from exporter.rules.scenarios import Scenario, cgroup_of, load_corpus
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = ROOT / "tests" / "scenarios"
+
+
+@pytest.fixture(scope="module")
+def th() -> Thresholds:
+    return load_thresholds()
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[Scenario]:
+    return load_corpus(SCENARIOS)
+
+
+def _have_promtool() -> bool:
+    try:
+        find_promtool()
+    except PromtoolMissing:
+        return False
+    return True
+
+
+def test_corpus_is_big_enough(corpus: list[Scenario]) -> None:
+    assert len(corpus) >= 25
+    assert len({s.name for s in corpus}) == len(corpus), "scenario names must be unique"
+
+
+def test_scenario_expectations(corpus: list[Scenario], th: Thresholds) -> None:
+    """The hand-written expectations of each scenario hold for the evaluator."""
+    failures = []
+    for scn in corpus:
+        assert scn.expect, f"{scn.path}: every scenario states what it expects"
+        for exp in scn.expect:
+            t = int(exp["at"]) * 60
+            got = sorted(f.key() for f in evaluate(scn.window_at(t, th), th, float(t)))
+            want = sorted(
+                (k, cgroup_of(scn, v), cgroup_of(scn, c) if c else "", sev)
+                for k, v, c, sev in exp["findings"]
+            )
+            if got != want:
+                failures.append(f"{scn.name} at {exp['at']}m: got {got}, want {want}")
+    assert not failures, "\n".join(failures)
+
+
+def _labels_only(groups: dict[str, Any]) -> dict[str, Any]:
+    """The generated rules without annotations: the agreement is about gating."""
+    out = copy.deepcopy(groups)
+    for g in out["groups"]:
+        for r in g["rules"]:
+            r.pop("annotations", None)
+    return out
+
+
+@pytest.mark.skipif(not _have_promtool(), reason="promtool not installed")
+def test_evaluator_and_rules_agree(corpus: list[Scenario], th: Thresholds, tmp_path: Path) -> None:
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(_labels_only(rule_groups(th))))
+    doc = render_tests(corpus, th, "rules.yaml", with_annotations=False, eval_times="all")
+    test_file = tmp_path / "agreement.test.yaml"
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    test_file.write_text(yaml.dump(doc, Dumper=dumper, sort_keys=False, width=1000))
+    res = unit_test_rules(test_file)
+    assert res.ok, res.output[-20000:]
+
+
+def test_every_kind_and_severity_is_exercised(corpus: list[Scenario], th: Thresholds) -> None:
+    seen = set()
+    for scn in corpus:
+        for t in scn.eval_times(th):
+            for f in evaluate(scn.window_at(t, th), th, float(t)):
+                seen.add((f.kind.value, f.severity.value))
+    for kind in ("cpu-throttled", "noisy-neighbor", "cpu-contended"):
+        for sev in ("critical", "warning", "info"):
+            if (kind, sev) == ("cpu-throttled", "warning"):
+                continue  # throttling shows in PSI full: a throttled warning is rare
+            assert (kind, sev) in seen, (kind, sev)
+    for kind in ("memory-pressure", "memory-limit-thrash"):
+        assert (kind, "warning") in seen
+    assert ("memory-pressure", "critical") in seen

@@ -1,0 +1,239 @@
+"""The generated rule pack: up to date, valid, conventional, and promtool-tested."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from exporter.findings import load_thresholds
+from exporter.findings.model import Kind
+from exporter.findings.thresholds import Thresholds, from_mapping
+from exporter.rules import promtool as pt
+from exporter.rules.cli import MANIFEST, RULE_FILE, SCENARIOS, TEST_FILE, render_all
+from exporter.rules.generator import ALERT_NAMES, rule_groups
+from exporter.rules.scenarios import load_corpus
+
+ROOT = Path(__file__).resolve().parents[2]
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def _have_promtool() -> bool:
+    try:
+        pt.find_promtool()
+    except pt.PromtoolMissing:
+        return False
+    return True
+
+
+needs_promtool = pytest.mark.skipif(not _have_promtool(), reason="promtool not installed")
+
+
+@pytest.fixture(scope="module")
+def th() -> Thresholds:
+    return load_thresholds()
+
+
+@pytest.fixture(scope="module")
+def rules(th: Thresholds) -> list[dict[str, Any]]:
+    groups = rule_groups(th)["groups"]
+    assert len(groups) == 1  # alerts must see this evaluation's recorded decisions
+    return list(groups[0]["rules"])
+
+
+def test_committed_files_are_up_to_date(th: Thresholds) -> None:
+    files = render_all(th, ROOT / SCENARIOS)
+    assert set(files) == {RULE_FILE, TEST_FILE, MANIFEST}
+    for rel, text in files.items():
+        assert (
+            ROOT / rel
+        ).read_text() == text, f"{rel} is stale: run `contention-exporter rules generate`"
+
+
+def test_manifest_is_a_prometheusrule_with_the_same_groups(th: Thresholds) -> None:
+    doc = yaml.safe_load((ROOT / MANIFEST).read_text())
+    assert doc["apiVersion"] == "monitoring.coreos.com/v1"
+    assert doc["kind"] == "PrometheusRule"
+    assert doc["spec"] == yaml.safe_load((ROOT / RULE_FILE).read_text())
+
+
+def test_naming_conventions(rules: list[dict[str, Any]]) -> None:
+    recorded = [r for r in rules if "record" in r]
+    alerts = [r for r in rules if "alert" in r]
+    assert recorded and alerts
+    for r in recorded:
+        assert re.fullmatch(r"(cgroup|node):contention_[a-z0-9_]+:[a-z0-9_]+", r["record"]), r
+    # recording rules first: alerts read this evaluation's values
+    assert rules.index(alerts[0]) > rules.index(recorded[-1])
+    assert {a["alert"] for a in alerts} == set(ALERT_NAMES.values())
+    for a in alerts:
+        assert re.fullmatch(r"Contention[A-Z][A-Za-z]+", a["alert"])
+        assert a["labels"]["severity"] in {"critical", "warning", "info"}
+        ann = a["annotations"]
+        assert set(ann) == {"summary", "description", "runbook_url"}
+        assert "{{" not in ann["summary"], "summary must be static"
+        assert "$labels.cgroup" in ann["description"]
+        assert "for" not in a, "the sustain is in the expression (offset), see docs"
+
+
+def test_severities_per_kind(rules: list[dict[str, Any]]) -> None:
+    sev: dict[str, set[str]] = {}
+    for a in (r for r in rules if "alert" in r):
+        sev.setdefault(a["alert"], set()).add(a["labels"]["severity"])
+    for kind in (Kind.CPU_THROTTLED, Kind.NOISY_NEIGHBOR, Kind.CPU_CONTENDED):
+        assert sev[ALERT_NAMES[kind]] == {"critical", "warning", "info"}
+    for kind in (Kind.MEMORY_PRESSURE, Kind.MEMORY_LIMIT_THRASH):
+        assert sev[ALERT_NAMES[kind]] == {"critical", "warning"}
+
+
+def test_runbook_anchors_exist(rules: list[dict[str, Any]]) -> None:
+    runbook = (ROOT / "docs" / "runbook.md").read_text()
+    anchors = set()
+    for line in runbook.splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            anchors.add(re.sub(r"[^a-z0-9 _-]", "", title).replace(" ", "-"))
+    for a in (r for r in rules if "alert" in r):
+        anchor = a["annotations"]["runbook_url"].rsplit("#", 1)[1]
+        assert anchor in anchors, f"docs/runbook.md has no section for {anchor}"
+
+
+def test_thresholds_flow_into_the_promql() -> None:
+    base = load_thresholds().to_yaml_dict()
+    custom = from_mapping({**base, "stallSome": 0.3, "runqP99Ms": 50, "nodeLabels": ["node"]})
+    text = "\n".join(r["expr"] for r in rule_groups(custom)["groups"][0]["rules"])
+    assert ">= 0.3" in text
+    assert 'le="0.05"' in text
+    assert "on(node, cgroup)" in text
+    assert "on(instance" not in text
+
+
+def test_promtool_missing_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PROMTOOL", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(pt.PromtoolMissing, match="apt-get install prometheus"):
+        pt.find_promtool()
+
+
+def test_go_humanize_helpers() -> None:
+    assert pt.humanize_percentage(0.25) == "25%"
+    assert pt.humanize_percentage(0.123456) == "12.35%"
+    assert pt.humanize_duration(0.047) == "47ms"
+    assert pt.humanize_duration(0.0000125) == "12.5us"
+    assert pt.humanize_duration(5.0) == "5s"
+    assert pt.humanize_duration(75.0) == "1m 15s"
+    assert pt.humanize_duration(float("nan")) == "NaN"
+
+
+@needs_promtool
+def test_promtool_checks_the_rule_file() -> None:
+    res = pt.check_rules(ROOT / RULE_FILE)
+    assert res.ok, res.output
+
+
+@needs_promtool
+def test_promtool_unit_tests_pass() -> None:
+    """Every alert: fires, silent after a single stalled minute (the sustain), and the
+    must-not-fire cases of seed 000, with full labels and annotations."""
+    unit = {s.name for s in load_corpus(ROOT / SCENARIOS) if s.unit}
+    for must in (
+        "throttled-victim-with-neighbour",
+        "culprit-inside-request",
+        "near-idle-sidecar",
+        "unknown-dominated-blame",
+        "single-minute-spike",
+        "memory-stall-without-node-pressure",
+    ):
+        assert must in unit
+    res = pt.unit_test_rules(ROOT / TEST_FILE)
+    assert res.ok, res.output[-20000:]
+
+
+@needs_promtool
+def test_agreement_holds_for_a_custom_config(tmp_path: Path) -> None:
+    """The rules follow the config: stricter sustain, other bounds, still identical."""
+    base = load_thresholds().to_yaml_dict()
+    custom = from_mapping(
+        {
+            **base,
+            "sustainMinutes": 3,
+            "stallSome": 0.15,
+            "runqP99Ms": 50,
+            "minRunqEvents": 100,
+            "blameShare": 0.5,
+            "throttledRatio": 0.2,
+            "throttledRatioMax": 0.05,
+            "nodeMemStallSome": 0.08,
+        }
+    )
+    groups = copy.deepcopy(rule_groups(custom))
+    for r in groups["groups"][0]["rules"]:
+        r.pop("annotations", None)
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(groups))
+    doc = pt.render_tests(load_corpus(ROOT / SCENARIOS), custom, "rules.yaml", False, "all")
+    (tmp_path / "t.yaml").write_text(yaml.dump(doc, Dumper=_DUMPER, width=1000))
+    res = pt.unit_test_rules(tmp_path / "t.yaml")
+    assert res.ok, res.output[-20000:]
+
+
+def _rules_cli(*argv: str) -> int:
+    import argparse
+
+    from exporter.findings import register_subcommands
+
+    p = argparse.ArgumentParser()
+    register_subcommands(p.add_subparsers(dest="command"))
+    a = p.parse_args(list(argv))
+    return int(a.handler(a))
+
+
+def test_rules_generate_writes_and_verifies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = str(tmp_path)
+    scen = str(ROOT / SCENARIOS)
+    assert _rules_cli("rules", "generate", "--out-dir", out, "--scenarios", scen) == 0
+    for rel in (RULE_FILE, TEST_FILE, MANIFEST):
+        assert (tmp_path / rel).is_file()
+    assert _rules_cli("rules", "generate", "--out-dir", out, "--scenarios", scen, "--verify") == 0
+    (tmp_path / RULE_FILE).write_text("# edited by hand\n")
+    assert _rules_cli("rules", "generate", "--out-dir", out, "--scenarios", scen, "--verify") == 1
+    assert "out of date: rules/contention.rules.yaml" in capsys.readouterr().err
+    cfg = tmp_path / "t.yaml"
+    cfg.write_text("blameShare: 0.5\n")
+    assert _rules_cli("rules", "generate", "--out-dir", out, "--config", str(cfg)) == 0
+    assert ">= 0.5)" in (tmp_path / RULE_FILE).read_text()
+    cfg.write_text("blameshare: 0.5\n")
+    assert _rules_cli("rules", "generate", "--out-dir", out, "--config", str(cfg)) == 2
+    assert "unknown key(s) blameshare" in capsys.readouterr().err
+
+
+def test_rules_print_config(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _rules_cli("rules", "print", "config") == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["stallSome"] == 0.2
+    assert printed["nodeLabels"] == ["instance"]
+
+
+@pytest.mark.parametrize(
+    ("patch", "needle"),
+    [
+        ({"series": {"cpu_some_s": 0.1}}, "multiple of 1/1024"),
+        ({"series": {"cpu_some_s": [1, 2]}}, "list has 2 values"),
+        ({"series": {"cpu_some_s": {3: 1}}}, "value from minute 0"),
+        ({"series": {"psi": 1}}, "unknown series"),
+        ({"series": {"runq": {"events": 1, "over_20ms": 2}}}, "need events>=20ms"),
+        ({"series": {"blame": {"ghost": 1}}}, "unknown culprit"),
+        ({"colour": "red"}, "unknown keys"),
+    ],
+)
+def test_scenario_errors(patch: dict[str, Any], needle: str) -> None:
+    from exporter.rules.scenarios import ScenarioError, parse_scenario
+
+    member = {"name": "a", **patch}
+    with pytest.raises(ScenarioError, match=re.escape(needle)):
+        parse_scenario({"name": "x", "minutes": 3, "containers": [member]})
