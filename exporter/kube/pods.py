@@ -1,0 +1,236 @@
+"""Pod objects from the Kubernetes API, reduced to what naming a cgroup needs.
+
+Pure functions over the JSON dicts the API server sends (no ``kubernetes`` import):
+the resolver lists and watches pods as raw JSON, which is several times cheaper than
+the client's model classes and keeps this module testable with plain dicts.
+
+What a pod contributes:
+
+* ``namespace``/``name``/``uid`` and the QoS class (``status.qosClass``, else derived
+  from the spec the way the kubelet does);
+* per container (regular, init, ephemeral) its CPU and memory requests and limits.
+  Requests live only in the pod spec; the cgroup has none. When the API reports the
+  resources actually applied to a running container (in-place resize,
+  ``status.containerStatuses[].resources``) those win over the spec;
+* the runtime container IDs from ``status.*ContainerStatuses``: the current one and the
+  previous instance (``lastState.terminated``), so a restarted container keeps its name
+  while the old cgroup lingers;
+* the opt-out annotation and, for static pods, the kubelet's config hash (a static
+  pod's cgroup is named after that hash, not after the mirror pod's API UID).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..quantity import cpu_cores, memory_bytes, parse_quantity
+
+# Per-pod opt-out: the pod is not sampled (no gauges) but can still be named as a culprit.
+OPT_OUT_ANNOTATION = "contention-exporter.io/compute"
+OPT_OUT_VALUES = frozenset({"off", "false", "disabled"})
+# Static pods: the kubelet names the pod's cgroup after this hash (the kubelet-side UID);
+# the API only holds a mirror pod with another UID and the hash in this annotation.
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+CONFIG_HASH_ANNOTATION = "kubernetes.io/config.hash"
+
+QOS_CLASSES = {"guaranteed", "burstable", "besteffort"}
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerMeta:
+    name: str
+    kind: str  # "container", "init" or "ephemeral"
+    cpu_request_cores: float | None = None
+    cpu_limit_cores: float | None = None
+    memory_request_bytes: int | None = None
+    memory_limit_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodMeta:
+    uid: str
+    namespace: str
+    name: str
+    node: str
+    qos: str  # lower case, as cgroup paths spell it: guaranteed, burstable, besteffort
+    opted_out: bool
+    resource_version: str
+    config_hash: str = ""  # static pods only: the UID the kubelet (and the cgroup) uses
+    containers: Mapping[str, ContainerMeta] = field(default_factory=dict)
+    # runtime container ID (no "containerd://" scheme) -> container name
+    container_ids: Mapping[str, str] = field(default_factory=dict)
+    # True when every regular container has a current runtime ID: a container cgroup of
+    # this pod whose ID is still unknown is then the pod sandbox ("pause"), not a
+    # container the API has yet to report.
+    all_ids_known: bool = False
+
+    @property
+    def static(self) -> bool:
+        return bool(self.config_hash)
+
+
+def strip_container_id(cid: str) -> str:
+    """``containerd://abc`` -> ``abc`` (the form cgroup paths use)."""
+    _, sep, rest = cid.partition("://")
+    return rest if sep else cid
+
+
+def _quantities(res: Any, key: str) -> Mapping[str, Any]:
+    if not isinstance(res, Mapping):
+        return {}
+    q = res.get(key)
+    return q if isinstance(q, Mapping) else {}
+
+
+def _cpu(q: Mapping[str, Any]) -> float | None:
+    v = q.get("cpu")
+    if v is None:
+        return None
+    try:
+        return cpu_cores(v)
+    except ValueError:
+        return None
+
+
+def _mem(q: Mapping[str, Any]) -> int | None:
+    v = q.get("memory")
+    if v is None:
+        return None
+    try:
+        return memory_bytes(v)
+    except ValueError:
+        return None
+
+
+def _container_meta(spec: Mapping[str, Any], kind: str, applied: Any) -> ContainerMeta:
+    res = applied if isinstance(applied, Mapping) and applied else spec.get("resources")
+    req, lim = _quantities(res, "requests"), _quantities(res, "limits")
+    return ContainerMeta(
+        name=str(spec.get("name", "")),
+        kind=kind,
+        cpu_request_cores=_cpu(req),
+        cpu_limit_cores=_cpu(lim),
+        memory_request_bytes=_mem(req),
+        memory_limit_bytes=_mem(lim),
+    )
+
+
+def _same_quantity(a: Any, b: Any) -> bool:
+    try:
+        return parse_quantity(a) == parse_quantity(b)
+    except ValueError:
+        return str(a) == str(b)
+
+
+def derive_qos(spec: Mapping[str, Any]) -> str:
+    """The QoS class from the spec, by the kubelet's rules (used when status lacks it).
+
+    Guaranteed: every regular and init container has CPU and memory limits equal to its
+    requests (an unset request defaults to the limit). BestEffort: nobody sets any CPU
+    or memory request or limit. Burstable: anything else.
+    """
+    containers = [
+        c
+        for key in ("containers", "initContainers")
+        for c in (spec.get(key) or [])
+        if isinstance(c, Mapping)
+    ]
+    any_set = False
+    guaranteed = bool(containers)
+    for c in containers:
+        res = c.get("resources")
+        req, lim = _quantities(res, "requests"), _quantities(res, "limits")
+        for name in ("cpu", "memory"):
+            if name in req or name in lim:
+                any_set = True
+            if name not in lim or (name in req and not _same_quantity(req[name], lim[name])):
+                guaranteed = False
+    if guaranteed:
+        return "guaranteed"
+    return "burstable" if any_set else "besteffort"
+
+
+def parse_pod(obj: Mapping[str, Any]) -> PodMeta:
+    """Reduce one pod object (as JSON) to :class:`PodMeta`. Tolerates missing fields."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    annotations = meta.get("annotations") or {}
+
+    applied: dict[str, Any] = {}  # container name -> resources reported in status
+    ids: dict[str, str] = {}
+    running_named: set[str] = set()
+    for key in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"):
+        for cs in status.get(key) or []:
+            if not isinstance(cs, Mapping):
+                continue
+            name = str(cs.get("name", ""))
+            last = ((cs.get("lastState") or {}).get("terminated") or {}).get("containerID")
+            if last:
+                ids[strip_container_id(str(last))] = name
+            cur = cs.get("containerID")
+            if cur:
+                ids[strip_container_id(str(cur))] = name
+                if key == "containerStatuses":
+                    running_named.add(name)
+            if cs.get("resources"):
+                applied[name] = cs.get("resources")
+
+    containers: dict[str, ContainerMeta] = {}
+    regular: list[str] = []
+    for key, kind in (
+        ("initContainers", "init"),
+        ("containers", "container"),
+        ("ephemeralContainers", "ephemeral"),
+    ):
+        for c in spec.get(key) or []:
+            if not isinstance(c, Mapping):
+                continue
+            cm = _container_meta(c, kind, applied.get(str(c.get("name", ""))))
+            containers[cm.name] = cm
+            if kind == "container":
+                regular.append(cm.name)
+
+    qos = str(status.get("qosClass") or "").lower()
+    if qos not in QOS_CLASSES:
+        qos = derive_qos(spec)
+    opt = str(annotations.get(OPT_OUT_ANNOTATION, "")).strip().lower()
+    config_hash = str(annotations.get(MIRROR_ANNOTATION) or "")
+    if not config_hash and annotations.get(CONFIG_HASH_ANNOTATION):
+        # Some kubelets only set config.hash on the mirror pod; a pod created through
+        # the API also carries neither, so a hash different from the UID means static.
+        h = str(annotations[CONFIG_HASH_ANNOTATION])
+        config_hash = h if h != meta.get("uid") else ""
+    return PodMeta(
+        uid=str(meta.get("uid", "")),
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        node=str(spec.get("nodeName") or ""),
+        qos=qos,
+        opted_out=opt in OPT_OUT_VALUES,
+        resource_version=str(meta.get("resourceVersion") or ""),
+        config_hash=config_hash,
+        containers=containers,
+        container_ids=ids,
+        all_ids_known=bool(regular) and all(n in running_named for n in regular),
+    )
+
+
+def merge_container_ids(old: PodMeta, new: PodMeta, keep: int = 32) -> PodMeta:
+    """Carry container IDs the pod had before into its new version.
+
+    A restart replaces ``containerID``; the previous one stays in ``lastState`` only
+    until the next restart. Remembering a few more keeps a lingering old cgroup named
+    after its container instead of flipping to ``pod:<uid>``. Bounded by ``keep``.
+    """
+    if old.uid != new.uid:
+        return new
+    merged = dict(old.container_ids)
+    for cid, name in new.container_ids.items():
+        merged.pop(cid, None)
+        merged[cid] = name  # newest last
+    if len(merged) > keep:
+        merged = dict(list(merged.items())[-keep:])
+    return new if merged == new.container_ids else replace(new, container_ids=merged)
