@@ -1,0 +1,261 @@
+"""Small wrappers over grafana-foundation-sdk builders, so every panel gets the same
+datasource, an explicit unit, a description and a stable id."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from grafana_foundation_sdk.builders import bargauge, common, stat, table, timeseries
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.builders import prometheus as prom
+from grafana_foundation_sdk.models import common as cm
+from grafana_foundation_sdk.models import dashboard as dm
+from grafana_foundation_sdk.models import prometheus as pm
+
+from .promql import V_DATASOURCE
+
+DS = dm.DataSourceRef(type_val="prometheus", uid=f"${{{V_DATASOURCE}}}")
+
+GREEN = "green"
+ORANGE = "orange"
+RED = "red"
+BLUE = "blue"
+
+
+@dataclass
+class Ids:
+    """Panel ids in build order: stable as long as the panel order is."""
+
+    next_id: int = 1
+    used: list[int] = field(default_factory=list)
+
+    def __call__(self) -> int:
+        i = self.next_id
+        self.next_id += 1
+        self.used.append(i)
+        return i
+
+
+@dataclass(frozen=True, slots=True)
+class T:
+    """One query of a panel."""
+
+    expr: str
+    legend: str = ""
+    ref: str = "A"
+    instant: bool = False
+    fmt: pm.PromQueryFormat | None = None
+
+
+def target(t: T) -> prom.Dataquery:
+    q = (
+        prom.Dataquery()
+        .expr(t.expr)
+        .ref_id(t.ref)
+        .datasource(DS)
+        .editor_mode(pm.QueryEditorMode.CODE)
+    )
+    if t.legend:
+        q = q.legend_format(t.legend)
+    q = q.instant() if t.instant else q.range()
+    if t.fmt is not None:
+        q = q.format(t.fmt)
+    return q
+
+
+def thresholds(*steps: tuple[float, str], base: str = GREEN) -> db.ThresholdsConfig:
+    """Absolute thresholds: ``base`` below the first step."""
+    return (
+        db.ThresholdsConfig()
+        .mode(dm.ThresholdsMode.ABSOLUTE)
+        .steps([dm.Threshold(None, base), *(dm.Threshold(v, c) for v, c in steps)])
+    )
+
+
+def prop(id_val: str, value: object) -> dm.DynamicConfigValue:
+    return dm.DynamicConfigValue(id_val=id_val, value=value)
+
+
+def transform(id_val: str, options: dict[str, object]) -> dm.DataTransformerConfig:
+    return dm.DataTransformerConfig(id_val=id_val, options=options)
+
+
+def link(title: str, url: str) -> db.DashboardLink:
+    return db.DashboardLink(title).url(url)
+
+
+def ts(
+    ids: Ids,
+    title: str,
+    desc: str,
+    unit: str,
+    targets: Sequence[T],
+    *,
+    w: int = 12,
+    h: int = 8,
+    lines: Sequence[tuple[float, str]] = (),
+    min_val: float | None = 0,
+    max_val: float | None = None,
+    log: bool = False,
+    stack: bool = False,
+    fill: int = 10,
+    base: str = GREEN,
+) -> timeseries.Panel:
+    """A time series; ``lines`` are threshold steps drawn as dashed lines."""
+    p = (
+        timeseries.Panel()
+        .id(ids())
+        .title(title)
+        .description(desc)
+        .datasource(DS)
+        .unit(unit)
+        .span(w)
+        .height(h)
+        .fill_opacity(fill)
+        .line_width(1)
+        .legend(
+            common.VizLegendOptions()
+            .display_mode(cm.LegendDisplayMode.TABLE)
+            .placement(cm.LegendPlacement.BOTTOM)
+            .show_legend(True)
+            .calcs(["lastNotNull", "max"])
+        )
+        .tooltip(
+            common.VizTooltipOptions()
+            .mode(cm.TooltipDisplayMode.MULTI)
+            .sort(cm.SortOrder.DESCENDING)
+        )
+    )
+    for t in targets:
+        p = p.with_target(target(t))
+    if min_val is not None:
+        p = p.min(min_val)
+    if max_val is not None:
+        p = p.max(max_val)
+    if lines:
+        p = p.thresholds(thresholds(*lines, base=base)).thresholds_style(
+            common.GraphThresholdsStyleConfig().mode(cm.GraphThresholdsStyleMode.DASHED)
+        )
+    else:
+        p = p.thresholds(thresholds())
+    if log:
+        p = p.scale_distribution(
+            common.ScaleDistributionConfig().type(cm.ScaleDistribution.LOG).log(10)
+        )
+    if stack:
+        p = p.stacking(common.StackingConfig().mode(cm.StackingMode.NORMAL))
+    return p
+
+
+def bars(
+    ids: Ids,
+    title: str,
+    desc: str,
+    unit: str,
+    targets: Sequence[T],
+    steps: Sequence[tuple[float, str]],
+    *,
+    w: int = 12,
+    h: int = 10,
+    max_val: float | None = None,
+) -> bargauge.Panel:
+    """A horizontal bar gauge per series (instant queries): one gauge per container."""
+    p = (
+        bargauge.Panel()
+        .id(ids())
+        .title(title)
+        .description(desc)
+        .datasource(DS)
+        .unit(unit)
+        .span(w)
+        .height(h)
+        .min(0)
+        .orientation(cm.VizOrientation.HORIZONTAL)
+        .display_mode(cm.BarGaugeDisplayMode.GRADIENT)
+        .show_unfilled(True)
+        .reduce_options(common.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
+        .thresholds(thresholds(*steps))
+        .color_scheme(db.FieldColor().mode(dm.FieldColorModeId.THRESHOLDS))
+    )
+    if max_val is not None:
+        p = p.max(max_val)
+    for t in targets:
+        p = p.with_target(target(t))
+    return p
+
+
+def big(
+    ids: Ids,
+    title: str,
+    desc: str,
+    unit: str,
+    targets: Sequence[T],
+    steps: Sequence[tuple[float, str]] = (),
+    *,
+    base: str = GREEN,
+    w: int = 4,
+    h: int = 5,
+    mappings: Sequence[dm.ValueMapping] = (),
+) -> stat.Panel:
+    """A stat panel (one big number per series, coloured by thresholds)."""
+    p = (
+        stat.Panel()
+        .id(ids())
+        .title(title)
+        .description(desc)
+        .datasource(DS)
+        .unit(unit)
+        .span(w)
+        .height(h)
+        .color_mode(cm.BigValueColorMode.BACKGROUND)
+        .graph_mode(cm.BigValueGraphMode.NONE)
+        .text_mode(cm.BigValueTextMode.VALUE_AND_NAME)
+        .reduce_options(common.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
+        .thresholds(thresholds(*steps, base=base))
+    )
+    if mappings:
+        p = p.mappings(list(mappings))
+    for t in targets:
+        p = p.with_target(target(t))
+    return p
+
+
+def grid(
+    ids: Ids,
+    title: str,
+    desc: str,
+    unit: str,
+    targets: Sequence[T],
+    *,
+    w: int = 24,
+    h: int = 8,
+) -> table.Panel:
+    p = (
+        table.Panel()
+        .id(ids())
+        .title(title)
+        .description(desc)
+        .datasource(DS)
+        .unit(unit)
+        .span(w)
+        .height(h)
+        .thresholds(thresholds())
+    )
+    for t in targets:
+        p = p.with_target(target(t))
+    return p
+
+
+def value_map(values: dict[str, tuple[str, str]]) -> dm.ValueMap:
+    """``{"1": ("loaded", "green")}`` -> a value mapping (text, colour)."""
+    return dm.ValueMap(
+        options={
+            k: dm.ValueMappingResult(text=t, color=c, index=i)
+            for i, (k, (t, c)) in enumerate(values.items())
+        }
+    )
+
+
+def row(ids: Ids, title: str) -> db.Row:
+    return db.Row(title).id(ids())

@@ -1,0 +1,139 @@
+"""PromQL building blocks shared by both dashboards (plain strings, no Grafana SDK).
+
+Two node modes must work with the same queries:
+
+* **Kubernetes**: per-container series carry ``namespace``, ``pod``, ``container``
+  (and ``cgroup``);
+* **host mode**: only ``cgroup`` is set; the other three are empty, which Prometheus
+  stores as *absent*.
+
+Every template variable is a regex with ``.*`` as its "All" value, and ``=~".*"``
+matches an absent label, so one selector serves both modes. Human names come from
+:func:`named`: ``namespace/pod/container`` when the pod is known, else the cgroup path
+(the same rule as ``Identity.name`` in the exporter).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..findings.thresholds import Thresholds
+
+# Grafana's rate window: at least four scrape intervals, grows with the zoom level.
+RATE = "$__rate_interval"
+
+# Template variable names (also the URL parameters ``var-<name>``).
+V_DATASOURCE = "datasource"
+V_CLUSTER = "cluster"
+V_NODE = "node"
+V_NAMESPACE = "namespace"
+V_POD = "pod"
+V_CONTAINER = "container"
+V_CGROUP = "cgroup"
+
+CLUSTER_LABEL = "cluster"
+
+# Labels that only the finding / blame series carry, ignored when they meet victim series.
+CULPRIT_LABELS = (
+    "culprit_kind",
+    "culprit",
+    "culprit_cgroup",
+    "culprit_namespace",
+    "culprit_pod",
+    "culprit_container",
+)
+FINDING_ONLY_LABELS = ("kind", "severity", *CULPRIT_LABELS)
+
+
+def num(x: float) -> str:
+    """A float literal PromQL parses to the same double (same rule as the rule pack)."""
+    if float(x).is_integer():
+        return str(int(x))
+    return repr(float(x))
+
+
+@dataclass(frozen=True, slots=True)
+class Q:
+    """Selectors and joins for one threshold config."""
+
+    th: Thresholds
+
+    @property
+    def node_label(self) -> str:
+        """The label the ``node`` variable filters on: the last of ``nodeLabels``."""
+        return self.th.node_labels[-1]
+
+    def on(self, *extra: str) -> str:
+        """``on(<node labels>, extra...)``: how series of one exporter are joined."""
+        return f"on({', '.join((*self.th.node_labels, *extra))})"
+
+    def by(self, *extra: str) -> str:
+        return f"by({', '.join((*self.th.node_labels, *extra))})"
+
+    @property
+    def node(self) -> str:
+        """Matchers for node-level series: cluster (optional) and node."""
+        return f'{CLUSTER_LABEL}=~"${V_CLUSTER}", {self.node_label}=~"${V_NODE}"'
+
+    @property
+    def overview(self) -> str:
+        """Matchers for per-container series on the overview (node + namespace)."""
+        return f'{self.node}, namespace=~"${V_NAMESPACE}"'
+
+    @property
+    def container(self) -> str:
+        """Matchers for per-container series on the drill-down (every variable)."""
+        return (
+            f'{self.node}, namespace=~"${V_NAMESPACE}", pod=~"${V_POD}", '
+            f'container=~"${V_CONTAINER}", cgroup=~"${V_CGROUP}"'
+        )
+
+    @property
+    def window(self) -> str:
+        """The findings window as a range (``5m``), as the alerts use it."""
+        return f"{self.th.window_minutes}m"
+
+
+def sel(metric: str, matchers: str, extra: str = "") -> str:
+    inner = ", ".join(m for m in (matchers, extra) if m)
+    return f"{metric}{{{inner}}}"
+
+
+def rate(metric: str, matchers: str, window: str = RATE) -> str:
+    return f"rate({sel(metric, matchers)}[{window}])"
+
+
+def named(expr: str, label: str = "victim") -> str:
+    """Add ``label`` = ``namespace/pod/container`` if the pod is known, else the cgroup.
+
+    ``label_replace`` leaves a series unchanged when its regex does not match, and an
+    empty replacement removes a label, so the helper label ``<label>_parts`` is gone
+    from the result.
+    """
+    parts = f"{label}_parts"
+    joined = f'label_join({expr}, "{parts}", "|", "namespace", "pod", "container", "cgroup")'
+    base = f'label_replace({joined}, "{label}", "$1", "cgroup", "(.*)")'
+    pod_re = "([^|]+)[|]([^|]+)[|]([^|]*)[|].*"
+    pod = f'label_replace({base}, "{label}", "$1/$2/$3", "{parts}", "{pod_re}")'
+    return f'label_replace({pod}, "{parts}", "", "{parts}", ".*")'
+
+
+def named_culprit(expr: str, label: str = "target") -> str:
+    """Add ``label`` naming the culprit the way :func:`named` names a victim.
+
+    A pod culprit is ``namespace/pod/container``, another container or a systemd unit
+    its cgroup path (so a cgroup that is both victim and culprit is one node of the
+    graph); kernel, idle and unknown keep their ``culprit`` name.
+    """
+    parts = f"{label}_parts"
+    joined = (
+        f'label_join({expr}, "{parts}", "|", "culprit_kind", "culprit_cgroup", '
+        '"culprit_namespace", "culprit_pod", "culprit_container")'
+    )
+    base = f'label_replace({joined}, "{label}", "$1", "culprit", "(.*)")'
+    path = f'label_replace({base}, "{label}", "$1", "{parts}", "(?:pod|system)[|]([^|]+)[|].*")'
+    pod = (
+        f'label_replace({path}, "{label}", "$1/$2/$3", "{parts}", '
+        '"[^|]*[|][^|]*[|]([^|]+)[|]([^|]+)[|]([^|]*)")'
+    )
+    return f'label_replace({pod}, "{parts}", "", "{parts}", ".*")'

@@ -1,0 +1,125 @@
+"""Template variables shared by both dashboards.
+
+``cluster`` is optional: it lists the ``cluster`` label when the Prometheus setup adds
+one (external or target label) and otherwise only offers "All". Every variable but the
+datasource is a regex whose "All" value is ``.*``, which also matches an absent label:
+that is what makes one set of queries serve host mode (no namespace/pod/container) and
+Kubernetes mode.
+"""
+
+from __future__ import annotations
+
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.models import dashboard as dm
+
+from .panels import DS
+from .promql import (
+    CLUSTER_LABEL,
+    V_CGROUP,
+    V_CLUSTER,
+    V_CONTAINER,
+    V_DATASOURCE,
+    V_NAMESPACE,
+    V_NODE,
+    V_POD,
+    Q,
+)
+
+ALL = dm.VariableOption(selected=True, text="All", value="$__all")
+
+
+def datasource() -> db.DatasourceVariable:
+    return (
+        db.DatasourceVariable(V_DATASOURCE)
+        .label("Data source")
+        .description("The Prometheus that scrapes contention-exporter.")
+        .type("prometheus")
+    )
+
+
+def _query(name: str, label: str, desc: str, query: str) -> db.QueryVariable:
+    return (
+        db.QueryVariable(name)
+        .label(label)
+        .description(desc)
+        .datasource(DS)
+        .query(query)
+        .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .sort(dm.VariableSort.ALPHABETICAL_CASE_INSENSITIVE_ASC)
+    )
+
+
+def _all(v: db.QueryVariable, multi: bool = True) -> db.QueryVariable:
+    return v.include_all(True).all_value(".*").multi(multi).current(ALL)
+
+
+def cluster() -> db.QueryVariable:
+    return _all(
+        _query(
+            V_CLUSTER,
+            "Cluster",
+            "Optional: only offered when Prometheus adds a 'cluster' label. 'All' also "
+            "matches series without one.",
+            f"label_values(contention_build_info, {CLUSTER_LABEL})",
+        ),
+        multi=False,
+    )
+
+
+def node(q: Q, *, allow_all: bool) -> db.QueryVariable:
+    v = _query(
+        V_NODE,
+        "Node",
+        f"The exporter's node, by its '{q.node_label}' label (the last of the threshold "
+        "config's nodeLabels).",
+        f'label_values(contention_build_info{{{CLUSTER_LABEL}=~"${V_CLUSTER}"}}, {q.node_label})',
+    )
+    return _all(v, multi=False) if allow_all else v.multi(False)
+
+
+def namespace(q: Q) -> db.QueryVariable:
+    return _all(
+        _query(
+            V_NAMESPACE,
+            "Namespace",
+            "Kubernetes namespace. Empty in host mode: leave it on 'All' and pick a cgroup.",
+            f"label_values(contention_cgroup_info{{{q.node}}}, namespace)",
+        )
+    )
+
+
+def pod(q: Q) -> db.QueryVariable:
+    return _all(
+        _query(
+            V_POD,
+            "Pod",
+            "Kubernetes pod. Empty in host mode: leave it on 'All' and pick a cgroup.",
+            f'label_values(contention_cgroup_info{{{q.node}, namespace=~"${V_NAMESPACE}"}}, pod)',
+        )
+    )
+
+
+def container(q: Q) -> db.QueryVariable:
+    return _all(
+        _query(
+            V_CONTAINER,
+            "Container",
+            "Kubernetes container. Empty in host mode: leave it on 'All' and pick a cgroup.",
+            f'label_values(contention_cgroup_info{{{q.node}, namespace=~"${V_NAMESPACE}", '
+            f'pod=~"${V_POD}"}}, container)',
+        )
+    )
+
+
+def cgroup(q: Q) -> db.QueryVariable:
+    return _all(
+        _query(
+            V_CGROUP,
+            "Cgroup",
+            "The tracked cgroup (path under the cgroup2 root). The way to pick a systemd "
+            "unit or docker container in host mode; narrowed by namespace/pod/container "
+            "in Kubernetes mode.",
+            f'label_values(contention_cgroup_info{{{q.node}, namespace=~"${V_NAMESPACE}", '
+            f'pod=~"${V_POD}", container=~"${V_CONTAINER}"}}, cgroup)',
+        )
+    )
