@@ -10,14 +10,12 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from . import __version__
-from .identity import HostIdentityResolver, IdentityResolver
-from .metadata_file import FileIdentityResolver
+from . import __version__, kube
 
 log = logging.getLogger("contention-exporter")
 
 DEFAULT_PORT = 10366  # outside Prometheus's allocated 9100-9999 range; see README
-SUBCOMMANDS = ("run", "findings", "diagnose", "rules")
+SUBCOMMANDS = ("run", "findings", "diagnose", "rules", "dashboards")
 
 
 def _positive_float(text: str) -> float:
@@ -31,7 +29,10 @@ def _positive_float(text: str) -> float:
 
 
 def add_node_arguments(p: argparse.ArgumentParser) -> None:
-    """Flags shared by ``run`` and ``diagnose``: where to read, how often."""
+    """Flags shared by ``run`` and ``diagnose``: where to read, how often, identity,
+    thresholds and the scheduler probe."""
+    from .assemble import add_probe_arguments
+
     g = p.add_argument_group("node")
     g.add_argument(
         "--path.sysfs",
@@ -60,6 +61,13 @@ def add_node_arguments(p: argparse.ArgumentParser) -> None:
         help="requests, limits and names for cgroups on a host without Kubernetes "
         "(see docs/host-mode.md); re-read when it changes",
     )
+    if not any(a.dest == "config" for a in p._actions):
+        g.add_argument(
+            "--config",
+            default=None,
+            metavar="YAML",
+            help="threshold overrides (see docs/configuration.md); defaults ship in the package",
+        )
     g.add_argument(
         "--log.level",
         dest="log_level",
@@ -67,6 +75,8 @@ def add_node_arguments(p: argparse.ArgumentParser) -> None:
         choices=["debug", "info", "warning", "error"],
         help="(default: %(default)s)",
     )
+    add_probe_arguments(p)
+    kube.add_arguments(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,22 +103,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="address to serve on, host:port or :port (default: %(default)s)",
     )
     add_node_arguments(run)
+
+    from .dashboards import register_subcommands as register_dashboards
+    from .findings import register_subcommands as register_findings
+
+    register_findings(sub)  # findings, diagnose, rules
+    register_dashboards(sub)
     return parser
 
 
-def _setup_logging(level: str) -> None:
+def setup_logging(level: str) -> None:
     logging.basicConfig(
         level=getattr(logging, level.upper()),
         format="%(asctime)s level=%(levelname)s logger=%(name)s msg=%(message)s",
     )
-
-
-def build_resolver(args: argparse.Namespace) -> IdentityResolver:
-    """Host mode names cgroups by path; a metadata file adds requests and names."""
-    resolver: IdentityResolver = HostIdentityResolver()
-    if args.metadata_file:
-        resolver = FileIdentityResolver(args.metadata_file, inner=resolver)
-    return resolver
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -116,41 +124,61 @@ def cmd_run(args: argparse.Namespace) -> int:
     from prometheus_client.gc_collector import GCCollector
     from prometheus_client.process_collector import ProcessCollector
 
-    from .cgroupfs import mode
+    from .assemble import assemble
     from .collector import ContentionCollector
-    from .sampler import Sampler
+    from .findings import ThresholdsError, load_thresholds
     from .server import App, Server
 
-    _setup_logging(args.log_level)
-    facts = mode.detect(args.sysfs, args.procfs)
-    log.info(
-        "node: cgroup mode=%s supported=%s%s psi=%s btf=%s",
-        facts.mode.value,
-        facts.supported,
-        f" ({facts.reason})" if facts.reason else "",
-        facts.psi,
-        facts.btf,
-    )
+    setup_logging(args.log_level)
     try:
-        resolver = build_resolver(args)
+        thresholds = load_thresholds(args.config)
+    except ThresholdsError as e:
+        log.error("%s", e)
+        return 2
+    try:
+        a = assemble(args, thresholds)
     except ValueError as e:
         log.error("%s", e)
         return 2
-    sampler = Sampler(facts, procfs=args.procfs, resolver=resolver, interval=args.sample_interval)
-    registry = CollectorRegistry()
-    registry.register(ContentionCollector(sampler))
-    # The exporter's own CPU and RSS, so its overhead is visible in the same scrape.
-    ProcessCollector(
-        namespace="contention_exporter", registry=registry, pid=lambda: "self", proc=args.procfs
+    f = a.facts
+    log.info(
+        "node: cgroup mode=%s supported=%s%s psi=%s btf=%s",
+        f.mode.value,
+        f.supported,
+        f" ({f.reason})" if f.reason else "",
+        f.psi,
+        f.btf,
     )
+    registry = CollectorRegistry()
+    registry.register(ContentionCollector(a.sampler, extra=[a.extra_families]))
+    # The exporter's own CPU and RSS, so its overhead is visible in the same scrape.
+    ProcessCollector(namespace="contention_exporter", registry=registry, proc=args.procfs)
     GCCollector(registry=registry)
+    if a.kube is not None:
+        from .kube.metrics import KubeMetadataCollector
+
+        registry.register(KubeMetadataCollector(a.kube))
+        if not a.kube.wait_synced(5):  # names in the first scrape, if the API answers
+            log.warning("Kubernetes API not synced yet: naming cgroups by path until it is")
+
+    def status() -> dict[str, str]:
+        out = {}
+        if a.probe is not None:
+            st = a.probe.status
+            out["scheduler probe"] = (
+                f"loaded ({st.attribution})" if st.loaded else f"off: {st.reason}: {st.detail}"
+            )
+        out["identity"] = "kubernetes" if a.kube is not None else "host (cgroup paths)"
+        return out
+
     try:
-        server = Server(App(sampler, registry), args.listen)
+        server = Server(App(a.sampler, registry, a.findings_doc, status), args.listen)
     except (OSError, ValueError) as e:
         log.error("cannot listen on %s: %s", args.listen, e)
+        a.close()
         return 1
-    sampler.run_once()  # the first scrape already has data
-    sampler.start()
+    a.sampler.run_once()  # the first scrape already has data
+    a.sampler.start()
     server.start()
     log.info("serving on %s (metrics at /metrics)", args.listen)
 
@@ -164,7 +192,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, _handle)
     stop.wait()
     server.stop()
-    sampler.stop()
+    a.close()
     return 0
 
 

@@ -32,7 +32,7 @@ from .identity import HostIdentityResolver, Identity, IdentityResolver
 from .window import ContainerWindow, MinuteFold, NodeFold, Window
 
 if TYPE_CHECKING:
-    from .probe import SchedProbe
+    from .probe import ProbeStatus, ProbeTotals, RunqHistogram, SchedProbe
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,16 @@ class Snapshot:
     collectors: dict[str, CollectorStatus]
     identity_staleness_s: float | None
     passes_total: int
-    probe: object | None = None  # the probe's snapshot (exporter.probe), when loaded
+    probe: ProbeSnapshot | None = None  # when a probe is configured (loaded or not)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSnapshot:
+    """The scheduler probe's part of a pass (cumulative; keyed by tracked cgroup id)."""
+
+    status: ProbeStatus
+    totals: ProbeTotals
+    runq: dict[int, RunqHistogram]
 
 
 @dataclass
@@ -168,6 +177,11 @@ class Sampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._classify_cache: dict[str, tuple[CgroupKind, K8sCgroup | None]] = {}
+        # Sub-cgroups of tracked cgroups -> their tracked owner (the probe sees tasks in
+        # the leaf cgroup they run in; their waits and blame belong to the owner).
+        self._owned: dict[int, int] = {}
+        self._all_ids: set[int] = set()
+        self._runq_hists: dict[int, RunqHistogram] = {}
         self.cpu_cores = float(os.cpu_count() or 1)
         self.memory_bytes = 0
 
@@ -194,7 +208,7 @@ class Sampler:
             w.node_cpu_cores = self.cpu_cores
             w.node_memory_bytes = self.memory_bytes
             w.others = dict(self._others)
-            w.probe_loaded = self.probe is not None
+            w.probe_loaded = self.probe is not None and self.probe.loaded
             return w
 
     def start(self) -> None:
@@ -261,10 +275,73 @@ class Sampler:
             self._snapshot = snap
         return snap
 
-    def _poll_probe(self, containers: list[ContainerSample], now: float, minute: int) -> object:
-        # Wired by the probe integration: see exporter/probe.
-        assert self.probe is not None
-        return None
+    def _poll_probe(
+        self, containers: list[ContainerSample], now: float, minute: int
+    ) -> ProbeSnapshot:
+        """Fold the probe's deltas since the last pass into the current minute.
+
+        Victims are the tracked cgroups and their sub-cgroups; both sides of the blame
+        matrix are mapped to the tracked owner, so a task in ``unit.service/sub`` is
+        counted as (and blamed on) ``unit.service``. Self-wait is kept: it is evidence.
+        """
+        from .probe import RUNQ_SLOTS, RunqHistogram
+
+        probe = self.probe
+        assert probe is not None
+        live = {c.cgroup_id for c in containers}
+        owned = self._owned
+        if probe.loaded:
+            probe.set_tracked(live | {d for d, o in owned.items() if o in live})
+        delta = probe.poll()
+
+        def own(key: int) -> int:
+            return owned.get(key, key)
+
+        current = self._current
+        for cid in live:
+            fold = current.get(cid)
+            if fold is not None and probe.loaded and fold.runq_buckets is None:
+                # Loaded but no waits yet is "zero", not "not measured".
+                fold.runq_buckets = [0] * RUNQ_SLOTS
+                fold.runq_sum_s = 0.0
+                fold.blame_s = {}
+        for vid, rd in delta.runq.items():
+            fold = current.get(own(vid))
+            if fold is None:
+                continue
+            buckets = fold.runq_buckets
+            if buckets is None:
+                buckets = fold.runq_buckets = [0] * len(rd.counts)
+            for i, n in enumerate(rd.counts):
+                buckets[i] += n
+            fold.runq_sum_s = (fold.runq_sum_s or 0.0) + rd.sum_s
+        for vid, row in delta.blame.items():
+            fold = current.get(own(vid))
+            if fold is None:
+                continue
+            blame = fold.blame_s if fold.blame_s is not None else {}
+            fold.blame_s = blame
+            for key, cell in row.items():
+                k = own(key) if isinstance(key, int) else key
+                blame[k] = blame.get(k, 0.0) + cell.wait_s
+        if probe.loaded and self._passes % 12 == 0:
+            probe.prune(self._all_ids)
+        # Cumulative histograms per tracked owner, summed from deltas here (not from the
+        # probe's per-key totals, which drop a dead sub-cgroup's history and would make
+        # the owner's counter go backwards).
+        hists = self._runq_hists
+        for vid, rd in delta.runq.items():
+            owner = own(vid)
+            if owner not in live:
+                continue
+            hist = hists.get(owner)
+            if hist is None:
+                hist = hists[owner] = RunqHistogram()
+            hist.add(rd)
+        for gone in [cid for cid in hists if cid not in live]:
+            del hists[gone]
+        runq = {cid: h.copy() for cid, h in hists.items()}
+        return ProbeSnapshot(status=probe.status, totals=probe.totals(), runq=runq)
 
     def _read_node(self) -> tuple[NodeSample, bool]:
         ok = True
@@ -324,7 +401,13 @@ class Sampler:
         out: list[ContainerSample] = []
         seen: set[int] = set()
         others: dict[int, Identity] = {}
-        for ref in walk(self.facts.v2_root):
+        owned: dict[int, int] = {}
+        all_ids: set[int] = set()
+        for ref in walk(self.facts.v2_root, descendants=self.probe is not None):
+            all_ids.add(ref.id)
+            if ref.owner is not None:
+                owned[ref.id] = ref.owner
+                continue
             if not ref.tracked:
                 if ref.kind in (CgroupKind.ROOT, CgroupKind.POD):
                     others[ref.id] = self.resolver.resolve(ref)
@@ -344,6 +427,7 @@ class Sampler:
             self._current.pop(gone, None)
         if len(self._classify_cache) > 4 * (len(seen) + 64):
             self._classify_cache.clear()
+        self._owned, self._all_ids = owned, all_ids
         with self._lock:
             self._others = others
         return out, True

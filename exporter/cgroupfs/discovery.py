@@ -59,6 +59,9 @@ class CgroupRef:
     kind: CgroupKind
     tracked: bool
     k8s: K8sCgroup | None = None
+    # For a descendant of a tracked cgroup (walk(descendants=True)): the tracked
+    # ancestor it belongs to. The probe sees tasks in the leaf cgroup they run in.
+    owner: int | None = None
 
 
 # A pod UID: an RFC 4122 UUID (dashes, or underscores in systemd slice names), or for a
@@ -148,23 +151,27 @@ def classify(path: str) -> tuple[CgroupKind, K8sCgroup | None]:
     return CgroupKind.OTHER, None
 
 
-def walk(v2_root: str) -> Iterator[CgroupRef]:
+def walk(v2_root: str, descendants: bool = False) -> Iterator[CgroupRef]:
     """Every cgroup under ``v2_root``, the root included, parents before children.
 
     Descendants of a tracked cgroup are not yielded: a container's sub-cgroups are part
     of it. An ``OTHER`` cgroup is tracked when it is a leaf (no child cgroups), so a
     hand-made hierarchy is sampled at the level where its tasks live. Directories that
     vanish mid-walk are skipped: containers come and go.
+
+    With ``descendants=True`` the sub-cgroups of tracked cgroups are yielded too, untracked
+    and with ``owner`` set to the tracked ancestor's id: the scheduler probe keys tasks by
+    the cgroup they run in, and blame on a sub-cgroup belongs to its owner.
     """
     try:
         root_ino = os.stat(v2_root).st_ino
     except OSError:
         return
     yield CgroupRef(id=root_ino, path="/", kind=CgroupKind.ROOT, tracked=False)
-    yield from _walk_dir(v2_root, "")
+    yield from _walk_dir(v2_root, "", descendants)
 
 
-def _walk_dir(abs_dir: str, rel: str) -> Iterator[CgroupRef]:
+def _walk_dir(abs_dir: str, rel: str, descendants: bool) -> Iterator[CgroupRef]:
     try:
         with os.scandir(abs_dir) as it:
             entries = [e for e in it if e.is_dir(follow_symlinks=False)]
@@ -182,7 +189,27 @@ def _walk_dir(abs_dir: str, rel: str) -> Iterator[CgroupRef]:
             continue
         yield CgroupRef(id=ino, path=path, kind=kind, tracked=tracked, k8s=k8s)
         if not tracked:
-            yield from _walk_dir(entry.path, path)
+            yield from _walk_dir(entry.path, path, descendants)
+        elif descendants:
+            yield from _walk_owned(entry.path, path, ino, kind, k8s)
+
+
+def _walk_owned(
+    abs_dir: str, rel: str, owner: int, kind: CgroupKind, k8s: K8sCgroup | None
+) -> Iterator[CgroupRef]:
+    try:
+        with os.scandir(abs_dir) as it:
+            entries = [e for e in it if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            ino = entry.inode()
+        except OSError:
+            continue
+        path = f"{rel}/{entry.name}"
+        yield CgroupRef(id=ino, path=path, kind=kind, tracked=False, k8s=k8s, owner=owner)
+        yield from _walk_owned(entry.path, path, owner, kind, k8s)
 
 
 def _has_child_dir(path: str) -> bool:

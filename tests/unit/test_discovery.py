@@ -331,3 +331,20 @@ def test_walk_ignores_files_and_symlinks(tmp_path: Path) -> None:
     (root / "cpu.stat").write_text("usage_usec 1\n")
     (root / "link").symlink_to(root / "real.service")
     assert [r.path for r in walk(str(root))] == ["/", "/real.service"]
+
+
+def test_walk_descendants_are_owned_by_their_tracked_ancestor(tmp_path: Path) -> None:
+    """The probe keys tasks by their leaf cgroup: sub-cgroups must map to the owner."""
+    root = tmp_path / "cg"
+    (root / "user.slice/user-1000.slice/session-1.scope/inner").mkdir(parents=True)
+    (root / "system.slice/cron.service").mkdir(parents=True)
+    plain = {r.path: r for r in walk(str(root))}
+    assert "/user.slice/user-1000.slice/session-1.scope" not in plain
+    refs = {r.path: r for r in walk(str(root), descendants=True)}
+    owner = refs["/user.slice/user-1000.slice"]
+    assert owner.tracked and owner.owner is None
+    for sub in ("session-1.scope", "session-1.scope/inner"):
+        ref = refs[f"/user.slice/user-1000.slice/{sub}"]
+        assert not ref.tracked
+        assert ref.owner == owner.id
+        assert ref.id == os.stat(root / f"user.slice/user-1000.slice/{sub}").st_ino

@@ -273,3 +273,89 @@ def test_unsupported_node_samples_nothing_and_says_why(tmp_path: Path) -> None:
     snap = Sampler(facts, procfs=str(tmp_path / "proc")).run_once(now=1.0)
     assert not facts.supported and "v1" in facts.reason
     assert snap.containers == ()
+
+
+class FakeProbe:
+    """Stands in for the BPF probe (tested on the real kernel in tests/integration):
+    hands the sampler prepared deltas so the folding logic can be checked exactly."""
+
+    loaded = True
+
+    def __init__(self) -> None:
+        from exporter.probe import ProbeStatus, ProbeTotals
+
+        self.status = ProbeStatus(True, "", "", "occupancy")
+        self._totals = ProbeTotals()
+        self.tracked: set[int] = set()
+        self.deltas: list[object] = []
+        self.pruned: list[set[int]] = []
+
+    def set_tracked(self, ids: object) -> None:
+        self.tracked = set(ids)  # type: ignore[call-overload]
+
+    def poll(self) -> object:
+        from exporter.probe import ProbeDelta
+
+        return self.deltas.pop(0) if self.deltas else ProbeDelta(interval_s=1.0)
+
+    def prune(self, live: set[int]) -> int:
+        self.pruned.append(set(live))
+        return 0
+
+    def totals(self) -> object:
+        return self._totals
+
+    def runq_totals(self) -> dict[int, object]:
+        return {}
+
+
+def test_probe_deltas_fold_into_owners(tree: Tree) -> None:
+    from exporter.probe import RUNQ_SLOTS, BlameCell, ProbeDelta, RunqDelta
+    from exporter.window import CULPRIT_IDLE
+
+    victim = tree.cgroup("/system.slice/victim.service")
+    sub = victim / "worker"
+    sub.mkdir()
+    hog = tree.cgroup("/system.slice/hog.service")
+    ids = {p: os.stat(p).st_ino for p in (victim, sub, hog)}
+    probe = FakeProbe()
+    s = tree.sampler(probe=probe)
+    s.run_once(now=600.0)
+    # The sub-cgroup is tracked in the kernel too, on behalf of its owner.
+    assert probe.tracked == {ids[victim], ids[sub], ids[hog]}
+
+    counts = [0] * RUNQ_SLOTS
+    counts[3] = 10
+    probe.deltas.append(
+        ProbeDelta(
+            interval_s=10.0,
+            runq={ids[sub]: RunqDelta(list(counts), 0.5), ids[victim]: RunqDelta(counts, 0.25)},
+            blame={
+                ids[sub]: {
+                    ids[hog]: BlameCell(0.3, 5),
+                    ids[victim]: BlameCell(0.1, 2),  # self-wait: kept
+                    CULPRIT_IDLE: BlameCell(0.05, 1),
+                }
+            },
+        )
+    )
+    snap = s.run_once(now=610.0)
+    assert snap.probe is not None
+    hist = snap.probe.runq[ids[victim]]
+    assert hist.counts[3] == 20 and hist.sum_s == pytest.approx(0.75)
+    s.run_once(now=660.0)  # completes minute 600
+    cw = s.window().containers[ids[victim]]
+    (fold,) = cw.folds
+    assert fold.runq_buckets is not None and fold.runq_buckets[3] == 20
+    assert fold.blame_s == {
+        ids[hog]: pytest.approx(0.3),
+        ids[victim]: pytest.approx(0.1),
+        CULPRIT_IDLE: pytest.approx(0.05),
+    }
+    hog_fold = s.window().containers[ids[hog]].folds[0]
+    assert hog_fold.runq_buckets == [0] * RUNQ_SLOTS  # loaded, no waits: zero, not None
+
+    # The sub-cgroup dies: the owner's cumulative histogram must not go backwards.
+    sub.rmdir()
+    snap = s.run_once(now=670.0)
+    assert snap.probe is not None and snap.probe.runq[ids[victim]].counts[3] == 20

@@ -1,0 +1,188 @@
+"""Putting the parts together from command-line flags (``run`` and ``diagnose``).
+
+One place decides how the sampler, identity, scheduler probe and findings are wired,
+so the long-running exporter and the one-shot ``diagnose`` see the same thing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import Metric
+
+from . import kube
+from .cgroupfs import mode
+from .cgroupfs.mode import NodeFacts
+from .findings import Thresholds, evaluate, finding_families, findings_document
+from .findings.evaluator import identities, window_blame
+from .identity import HostIdentityResolver, IdentityResolver
+from .metadata_file import FileIdentityResolver
+from .sampler import Sampler, Snapshot
+
+if TYPE_CHECKING:
+    from .kube.resolver import KubeIdentityResolver
+    from .probe import SchedProbe
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KERNEL_SOURCE = "/var/cache/contention-exporter/kernel-source"  # scripts/setup-probe.sh
+
+
+def add_probe_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("scheduler probe (blame)")
+    g.add_argument(
+        "--no-probe",
+        dest="probe",
+        action="store_false",
+        help="do not load the eBPF scheduler probe: usage and stall layers only, no culprits",
+    )
+    g.add_argument(
+        "--probe.attribution",
+        dest="probe_attribution",
+        choices=["occupancy", "last-runner"],
+        default="occupancy",
+        help="how a wait is split among culprits: over the run slices it overlapped "
+        "(occupancy), or all on whoever ran last before the victim (default: %(default)s)",
+    )
+    g.add_argument(
+        "--probe.min-wait-us",
+        dest="probe_min_wait_us",
+        type=float,
+        default=50.0,
+        metavar="US",
+        help="waits shorter than this stay out of the blame matrix (still in the "
+        "histogram) (default: %(default)s)",
+    )
+    g.add_argument(
+        "--probe.kernel-source",
+        dest="probe_kernel_source",
+        default=None,
+        metavar="DIR",
+        help="kernel headers for BCC (default: $BCC_KERNEL_SOURCE, /lib/modules/$(uname "
+        f"-r)/build, then {DEFAULT_KERNEL_SOURCE})",
+    )
+    g.add_argument(
+        "--probe.top-k",
+        dest="probe_top_k",
+        type=int,
+        default=3,
+        metavar="K",
+        help="culprits exported per victim in contention_blame_share (default: %(default)s)",
+    )
+
+
+def _kernel_source(args: argparse.Namespace) -> str | None:
+    import os
+
+    if args.probe_kernel_source:
+        return str(args.probe_kernel_source)
+    if os.environ.get("BCC_KERNEL_SOURCE"):
+        return None  # BCC reads it itself
+    build = f"/lib/modules/{os.uname().release}/build"
+    if os.path.isdir(build):
+        return None
+    if os.path.isdir(DEFAULT_KERNEL_SOURCE):
+        return DEFAULT_KERNEL_SOURCE
+    return None
+
+
+def build_resolver(
+    args: argparse.Namespace,
+) -> tuple[IdentityResolver, KubeIdentityResolver | None]:
+    """Host mode names cgroups by path; ``--kubernetes`` names them after pods; a
+    metadata file overlays requests and names on either."""
+    kres = kube.build_resolver(args) if getattr(args, "kubernetes", False) else None
+    resolver: IdentityResolver = kres if kres is not None else HostIdentityResolver()
+    if getattr(args, "metadata_file", None):
+        resolver = FileIdentityResolver(args.metadata_file, inner=resolver)
+    return resolver, kres
+
+
+@dataclass
+class Assembly:
+    facts: NodeFacts
+    sampler: Sampler
+    thresholds: Thresholds
+    probe: SchedProbe | None
+    kube: KubeIdentityResolver | None
+    top_k: int = 3
+
+    def findings_doc(self) -> dict[str, Any]:
+        now = time.time()
+        w = self.sampler.window()
+        return findings_document(evaluate(w, self.thresholds, now), now, w, self.thresholds)
+
+    def extra_families(self, snap: Snapshot) -> Iterable[Metric]:
+        """Probe and finding families, from the same window the evaluator sees."""
+        now = time.time()
+        w = self.sampler.window()
+        if snap.probe is not None:
+            from .probe.metrics import VictimProbeData, build_probe_families
+
+            idents = identities(w)
+            victims = [
+                VictimProbeData(
+                    identity=c.identity,
+                    runq=snap.probe.runq.get(c.cgroup_id),
+                    blame_window_s=window_blame(w, c.cgroup_id, now, self.thresholds),
+                )
+                for c in snap.containers
+            ]
+            yield from build_probe_families(
+                victims, idents, snap.probe.status, snap.probe.totals, top_k=self.top_k
+            )
+        yield from finding_families(evaluate(w, self.thresholds, now))
+
+    def close(self) -> None:
+        self.sampler.stop()
+        if self.probe is not None:
+            self.probe.close()
+        if self.kube is not None:
+            self.kube.stop()
+
+
+def assemble(args: argparse.Namespace, thresholds: Thresholds) -> Assembly:
+    """Build the sampler (and probe, identity) the flags ask for. Raises ValueError
+    for usage errors (the caller prints it and exits 2)."""
+    facts = mode.detect(args.sysfs, args.procfs)
+    resolver, kres = build_resolver(args)
+    probe = None
+    if getattr(args, "probe", True) and facts.supported:
+        from .probe import SchedProbe
+
+        probe = SchedProbe(
+            attribution=args.probe_attribution,
+            min_wait_us=args.probe_min_wait_us,
+            kernel_source=_kernel_source(args),
+            procfs=args.procfs,
+        )
+        status = probe.load()
+        if status.loaded:
+            log.info("scheduler probe loaded (attribution=%s)", status.attribution)
+        # not loaded: load() logged the reason; contention_probe_loaded{reason} says it too
+    elif getattr(args, "probe", True) is False:
+        from .probe import SchedProbe
+
+        probe = SchedProbe(enabled=False)
+        probe.load()  # records reason "disabled" for contention_probe_loaded
+    sampler = Sampler(
+        facts,
+        procfs=args.procfs,
+        resolver=resolver,
+        interval=args.sample_interval,
+        window_minutes=thresholds.window_minutes,
+        probe=probe,
+    )
+    return Assembly(
+        facts=facts,
+        sampler=sampler,
+        thresholds=thresholds,
+        probe=probe,
+        kube=kres,
+        top_k=getattr(args, "probe_top_k", 3),
+    )

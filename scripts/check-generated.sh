@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Generated files are committed so users can take them straight from the repo; this
+# fails when one is stale (regenerate with the commands it prints).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+CE="${CONTENTION_VENV:-$ROOT/.venv}/bin/contention-exporter"
+rc=0
+"$CE" rules generate --verify || { echo "stale rules: run 'contention-exporter rules generate'" >&2; rc=1; }
+"$CE" dashboards generate --check || { echo "stale dashboards: run 'contention-exporter dashboards generate'" >&2; rc=1; }
+exit "$rc"
