@@ -45,13 +45,6 @@ CULPRIT_LABELS = (
 FINDING_ONLY_LABELS = ("kind", "severity", *CULPRIT_LABELS)
 
 
-def num(x: float) -> str:
-    """A float literal PromQL parses to the same double (same rule as the rule pack)."""
-    if float(x).is_integer():
-        return str(int(x))
-    return repr(float(x))
-
-
 @dataclass(frozen=True, slots=True)
 class Q:
     """Selectors and joins for one threshold config."""

@@ -74,8 +74,8 @@ M_COUNT = "contention_runqueue_latency_seconds_count"
 INF_SEL = '{le="+Inf"}'
 
 
-def _num(x: float) -> str:
-    """A float literal PromQL parses to the same double."""
+def num(x: float) -> str:
+    """A float literal PromQL parses to the same double (also used by the dashboards)."""
     if float(x).is_integer():
         return str(int(x))
     return repr(float(x))
@@ -115,7 +115,7 @@ class Q:
         top = self.runq_le(RUNQ_BOUNDS_S[-1], k)
         return (
             f"(({self.runq_le(bound_s, k)} / {inf}) <= 0.99"
-            f" and (({self.rate1(M_COUNT, k)} * 60 >= {_num(self.th.min_runq_events)})"
+            f" and (({self.rate1(M_COUNT, k)} * 60 >= {num(self.th.min_runq_events)})"
             f" or ({inf} - {top} > 0)))"
         )
 
@@ -127,7 +127,7 @@ class Q:
 
     def cpu_stalled(self, k: int) -> str:
         return (
-            f"({self.psi_some(k)} >= {_num(self.th.stall_some)})"
+            f"({self.psi_some(k)} >= {num(self.th.stall_some)})"
             f" or {self.runq_slow(self.th.runq_bound_s, k)}"
         )
 
@@ -140,16 +140,16 @@ class Q:
     def mem_stalled(self, k: int) -> str:
         return (
             f"({self.rate1('contention_memory_pressure_waiting_seconds_total', k)}"
-            f" >= {_num(self.th.mem_stall_some)})"
+            f" >= {num(self.th.mem_stall_some)})"
             " or (sum without(type) ("
             f"{self.rate1('contention_memory_workingset_refaults_total', k)})"
-            f" >= {_num(self.th.refault_per_min / 60)})"
+            f" >= {num(self.th.refault_per_min / 60)})"
         )
 
     def node_mem(self, k: int) -> str:
         return (
             f"({self.rate1('contention_node_memory_pressure_waiting_seconds_total', k)}"
-            f" >= {_num(self.th.node_mem_stall_some)})"
+            f" >= {num(self.th.node_mem_stall_some)})"
         )
 
     def limit_hits(self, k: int) -> str:
@@ -176,7 +176,7 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
         return {"record": name, "expr": expr}
 
     label_copies = expr_culprit_labels(
-        f"topk by({q.node}) (1, {R_OVERAGE_SHARE}) >= {_num(th.mem_culprit_share)}"
+        f"topk by({q.node}) (1, {R_OVERAGE_SHARE}) >= {num(th.mem_culprit_share)}"
     )
     return [
         # Signals, for dashboards and alert descriptions.
@@ -215,25 +215,25 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
         rl(
             R_CPU_VICTIM,
             f"{R_CPU_STALLED}\nunless {cgroup_on}\n"
-            f"({R_THROTTLE.format(w=w)} >= {_num(th.throttled_ratio_max)})",
+            f"({R_THROTTLE.format(w=w)} >= {num(th.throttled_ratio_max)})",
         ),
         rl(
             R_CPU_CRIT,
             _flag(
-                f"({q.psi_full(0)} >= {_num(th.critical_cpu_full)})"
+                f"({q.psi_full(0)} >= {num(th.critical_cpu_full)})"
                 f" or {q.runq_slow(th.critical_runq_bound_s, 0)}"
             ),
         ),
         rl(
             R_CPU_BOTH,
             _flag(
-                f"({q.psi_some(0)} >= {_num(th.stall_some)})"
+                f"({q.psi_some(0)} >= {num(th.stall_some)})"
                 f" and {q.runq_slow(th.runq_bound_s, 0)}"
             ),
         ),
         rl(
             R_BLAME_CULPRIT,
-            f'(contention_blame_share{{culprit_kind=~"{nameable}"}} >= {_num(th.blame_share)})\n'
+            f'(contention_blame_share{{culprit_kind=~"{nameable}"}} >= {num(th.blame_share)})\n'
             # never the victim itself: drop rows whose culprit_cgroup equals their cgroup
             f"unless {q.on('cgroup', 'culprit_cgroup')}\n"
             'label_replace(contention_cpu_usage_seconds_total, "culprit_cgroup", "$1", "cgroup",'
@@ -267,7 +267,7 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
             R_MEM_CRIT,
             _flag(
                 f"{q.rate1('contention_memory_pressure_stalled_seconds_total', 0)}"
-                f" >= {_num(th.critical_mem_full)}"
+                f" >= {num(th.critical_mem_full)}"
             ),
         ),
     ]
@@ -364,7 +364,7 @@ def alert_rules(th: Thresholds) -> list[dict[str, Any]]:
 
     nn = f"{R_BLAME_CULPRIT} and {on_v} {R_CPU_VICTIM}"
     contended = f"{R_CPU_VICTIM} unless {on_v} {R_BLAME_CULPRIT}"
-    throttled = f"{R_THROTTLE.format(w=q.w)} >= {_num(th.throttled_ratio)}"
+    throttled = f"{R_THROTTLE.format(w=q.w)} >= {num(th.throttled_ratio)}"
     mp = (
         f"({R_MEM_PRESSURE} * {q.on()} group_left({mem_labels}) {R_MEM_CULPRIT})\n"
         f"or\n({R_MEM_PRESSURE} unless {q.on()} {R_MEM_CULPRIT})"
