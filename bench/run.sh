@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Run every benchmark in bench/ that exists, one after the other, with the project's
+# venv: sampler_bench.py (issue 2) and probe_bench.py (the scheduler probe).
+#
+#   bench/run.sh            tables on stdout
+#   bench/run.sh --json     JSON, one document per benchmark
+#
+# Extra arguments are passed to every benchmark. Exits non-zero if any benchmark
+# failed, after running the others. Benchmarks that need root (the probe) say so.
+set -uo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+PY="${CONTENTION_PYTHON:-$ROOT/.venv/bin/python}"
+if [ ! -x "$PY" ]; then
+  echo "bench/run.sh: no venv python at $PY (run scripts/setup.sh first, or set CONTENTION_PYTHON)" >&2
+  exit 2
+fi
+
+status=0
+ran=0
+for name in sampler_bench.py probe_bench.py; do
+  script="$HERE/$name"
+  [ -f "$script" ] || continue
+  ran=$((ran + 1))
+  echo "== $name" >&2
+  if ! (cd "$ROOT" && "$PY" "$script" "$@"); then
+    echo "bench/run.sh: $name failed" >&2
+    status=1
+  fi
+done
+if [ "$ran" -eq 0 ]; then
+  echo "bench/run.sh: no benchmark scripts found in $HERE" >&2
+  exit 2
+fi
+exit "$status"
