@@ -6,9 +6,10 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import dashboard as dm
 
 from ..findings.thresholds import Thresholds
+from ..rules.generator import num
 from . import variables as v
 from .panels import BLUE, GREEN, ORANGE, RED, Ids, T, bars, big, row, ts, value_map
-from .promql import RATE, Q, named, num, rate, sel
+from .promql import RATE, Q, named, rate, sel
 from .shared import (
     DRILLDOWN_UID,
     OVERVIEW_UID,
