@@ -19,14 +19,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .cgroupfs import parsers
 from .cgroupfs.discovery import CgroupKind, CgroupRef, K8sCgroup, classify, walk
 from .cgroupfs.errors import CgroupParseError, CgroupVanishedError
 from .cgroupfs.mode import NodeFacts
-from .cgroupfs.model import CgroupReading, Pressure, ProcStat
+from .cgroupfs.model import CgroupReading, Pressure, PressureLine, ProcStat
 from .cgroupfs.reader import CgroupReader, read_text
 from .identity import HostIdentityResolver, Identity, IdentityResolver
 from .window import ContainerWindow, MinuteFold, NodeFold, Window
@@ -40,13 +40,13 @@ USER_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 SKIP_REASONS = ("vanished", "malformed", "error")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Entitlement:
     value: float
     basis: str  # limit | request | node
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ContainerSample:
     """One tracked cgroup in one pass: its identity, raw reading and derived values."""
 
@@ -104,30 +104,16 @@ class ProbeSnapshot:
     runq: dict[int, RunqHistogram]
 
 
-@dataclass
-class _Prev:
-    """What the previous pass saw of one cgroup, for deltas."""
-
-    at: float
-    usage_usec: int | None = None
-    periods: int | None = None
-    throttled_periods: int | None = None
-    throttled_usec: int | None = None
-    cpu_some_usec: int | None = None
-    cpu_full_usec: int | None = None
-    mem_some_usec: int | None = None
-    mem_full_usec: int | None = None
-    refaults: int | None = None
-    pgmajfault: int | None = None
-    mem_events: dict[str, int] = field(default_factory=dict)
-
-
 def _delta(cur: int | None, prev: int | None) -> int | None:
     """A counter's increase; None if unknown, 0 if it went backwards (a reset or a
     recreated cgroup: treat as a fresh baseline rather than a huge negative)."""
     if cur is None or prev is None:
         return None
     return cur - prev if cur >= prev else 0
+
+
+def _psi_delta_s(cur: PressureLine, prev: PressureLine) -> float:
+    return (cur.total_usec - prev.total_usec) / 1e6 if cur.total_usec >= prev.total_usec else 0.0
 
 
 def _add(a: float | None, b: float | None) -> float | None:
@@ -161,7 +147,7 @@ class Sampler:
         self.probe = probe
         self.clock = clock
         self.reader = CgroupReader(facts) if facts.v2_root is not None else None
-        self._prev: dict[int, _Prev] = {}
+        self._prev: dict[int, tuple[float, ContainerSample]] = {}  # last sight, for deltas
         self._node_prev: dict[str, int] = {}
         self._node_prev_at: float | None = None
         self._windows: dict[int, ContainerWindow] = {}
@@ -403,7 +389,9 @@ class Sampler:
         others: dict[int, Identity] = {}
         owned: dict[int, int] = {}
         all_ids: set[int] = set()
-        for ref in walk(self.facts.v2_root, descendants=self.probe is not None):
+        for ref in walk(
+            self.facts.v2_root, descendants=self.probe is not None, classifier=self._classify
+        ):
             all_ids.add(ref.id)
             if ref.owner is not None:
                 owned[ref.id] = ref.owner
@@ -508,38 +496,8 @@ class Sampler:
     # -- window -------------------------------------------------------------------
 
     def _fold(self, s: ContainerSample, now: float, minute: int) -> None:
-        r = s.reading
-        cur = _Prev(
-            at=now,
-            usage_usec=r.cpu_stat.usage_usec if r.cpu_stat else None,
-            periods=s.periods,
-            throttled_periods=s.throttled_periods,
-            throttled_usec=s.throttled_usec,
-            cpu_some_usec=r.cpu_pressure.some.total_usec if r.cpu_pressure else None,
-            cpu_full_usec=(
-                r.cpu_pressure.full.total_usec if r.cpu_pressure and r.cpu_pressure.full else None
-            ),
-            mem_some_usec=r.memory_pressure.some.total_usec if r.memory_pressure else None,
-            mem_full_usec=(
-                r.memory_pressure.full.total_usec
-                if r.memory_pressure and r.memory_pressure.full
-                else None
-            ),
-            refaults=r.memory_stat.refaults if r.memory_stat else None,
-            pgmajfault=r.memory_stat.pgmajfault if r.memory_stat else None,
-            mem_events=(
-                {
-                    "high": r.memory_events.high,
-                    "max": r.memory_events.max,
-                    "oom": r.memory_events.oom,
-                    "oom_kill": r.memory_events.oom_kill,
-                }
-                if r.memory_events
-                else {}
-            ),
-        )
-        prev = self._prev.get(s.cgroup_id)
-        self._prev[s.cgroup_id] = cur
+        prev_entry = self._prev.get(s.cgroup_id)
+        self._prev[s.cgroup_id] = (now, s)
         cw = self._windows.get(s.cgroup_id)
         if cw is None:
             cw = self._windows[s.cgroup_id] = ContainerWindow(
@@ -559,33 +517,47 @@ class Sampler:
             fold = None
         if fold is None:
             fold = self._current[s.cgroup_id] = MinuteFold(minute=minute)
+        r = s.reading
         fold.memory_bytes = r.memory_current
         fold.working_set_bytes = s.working_set_bytes
-        if prev is None:
+        if prev_entry is None:
             return  # first sight: a baseline, no deltas yet
-        fold.seconds += now - prev.at
-        fold.cpu_usage_s += (_delta(cur.usage_usec, prev.usage_usec) or 0) / 1e6
-        fold.periods = _addi(fold.periods, _delta(cur.periods, prev.periods))
+        at, p = prev_entry
+        pr = p.reading
+        fold.seconds += now - at
+        if r.cpu_stat is not None and pr.cpu_stat is not None:
+            fold.cpu_usage_s += (_delta(r.cpu_stat.usage_usec, pr.cpu_stat.usage_usec) or 0) / 1e6
+        fold.periods = _addi(fold.periods, _delta(s.periods, p.periods))
         fold.throttled_periods = _addi(
-            fold.throttled_periods, _delta(cur.throttled_periods, prev.throttled_periods)
+            fold.throttled_periods, _delta(s.throttled_periods, p.throttled_periods)
         )
-        d = _delta(cur.throttled_usec, prev.throttled_usec)
-        fold.throttled_s = _add(fold.throttled_s, d / 1e6 if d is not None else None)
-        for attr_fold, attr in (
-            ("cpu_some_s", "cpu_some_usec"),
-            ("cpu_full_s", "cpu_full_usec"),
-            ("mem_some_s", "mem_some_usec"),
-            ("mem_full_s", "mem_full_usec"),
-        ):
-            d = _delta(getattr(cur, attr), getattr(prev, attr))
-            if d is not None:
-                setattr(fold, attr_fold, _add(getattr(fold, attr_fold), d / 1e6))
-        fold.refaults += _delta(cur.refaults, prev.refaults) or 0
-        fold.pgmajfault += _delta(cur.pgmajfault, prev.pgmajfault) or 0
-        for k, v in cur.mem_events.items():
-            fold.mem_events[k] = fold.mem_events.get(k, 0) + (
-                _delta(v, prev.mem_events.get(k)) or 0
-            )
+        d = _delta(s.throttled_usec, p.throttled_usec)
+        if d is not None:
+            fold.throttled_s = (fold.throttled_s or 0.0) + d / 1e6
+        cp, pcp = r.cpu_pressure, pr.cpu_pressure
+        if cp is not None and pcp is not None:
+            fold.cpu_some_s = (fold.cpu_some_s or 0.0) + _psi_delta_s(cp.some, pcp.some)
+            if cp.full is not None and pcp.full is not None:
+                fold.cpu_full_s = (fold.cpu_full_s or 0.0) + _psi_delta_s(cp.full, pcp.full)
+        mp, pmp = r.memory_pressure, pr.memory_pressure
+        if mp is not None and pmp is not None:
+            fold.mem_some_s = (fold.mem_some_s or 0.0) + _psi_delta_s(mp.some, pmp.some)
+            if mp.full is not None and pmp.full is not None:
+                fold.mem_full_s = (fold.mem_full_s or 0.0) + _psi_delta_s(mp.full, pmp.full)
+        ms, pms = r.memory_stat, pr.memory_stat
+        if ms is not None and pms is not None:
+            fold.refaults += _delta(ms.refaults, pms.refaults) or 0
+            fold.pgmajfault += _delta(ms.pgmajfault, pms.pgmajfault) or 0
+        me, pme = r.memory_events, pr.memory_events
+        if me is not None and pme is not None:
+            ev = fold.mem_events
+            for k, v, pv in (
+                ("high", me.high, pme.high),
+                ("max", me.max, pme.max),
+                ("oom", me.oom, pme.oom),
+                ("oom_kill", me.oom_kill, pme.oom_kill),
+            ):
+                ev[k] = ev.get(k, 0) + (v - pv if v >= pv else 0)
 
     def _fold_node(self, node: NodeSample, now: float, minute: int) -> None:
         cur: dict[str, int] = {}

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -151,7 +151,12 @@ def classify(path: str) -> tuple[CgroupKind, K8sCgroup | None]:
     return CgroupKind.OTHER, None
 
 
-def walk(v2_root: str, descendants: bool = False) -> Iterator[CgroupRef]:
+Classifier = Callable[[str], tuple[CgroupKind, "K8sCgroup | None"]]
+
+
+def walk(
+    v2_root: str, descendants: bool = False, classifier: Classifier | None = None
+) -> Iterator[CgroupRef]:
     """Every cgroup under ``v2_root``, the root included, parents before children.
 
     Descendants of a tracked cgroup are not yielded: a container's sub-cgroups are part
@@ -168,10 +173,12 @@ def walk(v2_root: str, descendants: bool = False) -> Iterator[CgroupRef]:
     except OSError:
         return
     yield CgroupRef(id=root_ino, path="/", kind=CgroupKind.ROOT, tracked=False)
-    yield from _walk_dir(v2_root, "", descendants)
+    yield from _walk_dir(v2_root, "", descendants, classifier or classify)
 
 
-def _walk_dir(abs_dir: str, rel: str, descendants: bool) -> Iterator[CgroupRef]:
+def _walk_dir(
+    abs_dir: str, rel: str, descendants: bool, classifier: Classifier
+) -> Iterator[CgroupRef]:
     try:
         with os.scandir(abs_dir) as it:
             entries = [e for e in it if e.is_dir(follow_symlinks=False)]
@@ -179,7 +186,7 @@ def _walk_dir(abs_dir: str, rel: str, descendants: bool) -> Iterator[CgroupRef]:
         return
     for entry in sorted(entries, key=lambda e: e.name):
         path = f"{rel}/{entry.name}"
-        kind, k8s = classify(path)
+        kind, k8s = classifier(path)
         tracked = kind in TRACKED_KINDS
         if kind is CgroupKind.OTHER and not (k8s is not None and k8s.container_id is None):
             tracked = not _has_child_dir(entry.path)
@@ -189,7 +196,7 @@ def _walk_dir(abs_dir: str, rel: str, descendants: bool) -> Iterator[CgroupRef]:
             continue
         yield CgroupRef(id=ino, path=path, kind=kind, tracked=tracked, k8s=k8s)
         if not tracked:
-            yield from _walk_dir(entry.path, path, descendants)
+            yield from _walk_dir(entry.path, path, descendants, classifier)
         elif descendants:
             yield from _walk_owned(entry.path, path, ino, kind, k8s)
 

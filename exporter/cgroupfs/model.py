@@ -1,5 +1,9 @@
 """Plain data returned by the cgroup and proc parsers.
 
+Not frozen: a frozen dataclass pays ``object.__setattr__`` per field on every
+construction, and the sampler builds ~10 of these per cgroup per pass. Treat them as
+read-only all the same.
+
 Units are the kernel's (microseconds, bytes, counts); conversion to Prometheus base
 units happens in the collector. ``None`` always means "the kernel did not report it"
 (no quota, no PSI, a v2-only key on a hybrid node), never zero.
@@ -10,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CpuStat:
     """cgroup v2 ``cpu.stat`` (throttle keys only exist where the cpu controller is on)."""
 
@@ -24,7 +28,7 @@ class CpuStat:
     burst_usec: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CpuStatV1:
     """cgroup v1 ``cpu.stat`` of the ``cpu`` controller (``throttled_time`` is in ns)."""
 
@@ -33,7 +37,7 @@ class CpuStatV1:
     throttled_time_ns: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CpuMax:
     """``cpu.max`` (v2) or ``cpu.cfs_quota_us``/``cpu.cfs_period_us`` (v1).
 
@@ -50,7 +54,7 @@ class CpuMax:
         return self.quota_usec / self.period_usec
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PressureLine:
     avg10: float
     avg60: float
@@ -58,7 +62,7 @@ class PressureLine:
     total_usec: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Pressure:
     """A PSI file: ``some`` always; ``full`` absent in old kernels' cpu.pressure."""
 
@@ -66,7 +70,7 @@ class Pressure:
     full: PressureLine | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class MemoryStat:
     """The ``memory.stat`` keys the layers use (bytes, except the event counters)."""
 
@@ -83,7 +87,7 @@ class MemoryStat:
         return self.workingset_refault_anon + self.workingset_refault_file
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class MemoryEvents:
     """``memory.events``: how often the cgroup hit its own boundaries."""
 
@@ -95,7 +99,7 @@ class MemoryEvents:
     oom_group_kill: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ProcStat:
     """The parts of ``/proc/stat`` we use. CPU times are in USER_HZ ticks."""
 
@@ -107,7 +111,7 @@ class ProcStat:
     procs_blocked: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CgroupReading:
     """One read of every file of one cgroup, in one sampler pass.
 

@@ -83,6 +83,23 @@ def parse_flat_keyed(
     those keys are converted and returned; the values of other keys are not looked at
     (unknown keys are ignored, and memory.stat has ~60 keys of which we use 7).
     """
+    # Fast path (the sampler's hot loop): one split, pairs of tokens. It only accepts a
+    # file whose every line has exactly two fields; anything else takes the slow path
+    # below, which finds and names the bad line.
+    tokens = text.split()
+    if len(tokens) == 2 * (text.count("\n") + (not text.endswith("\n"))):
+        it = iter(tokens)
+        raw = dict(zip(it, it, strict=True))  # C speed; memory.stat has ~60 keys
+        fast: dict[str, int] = {}
+        for k in raw if keys is None else keys:
+            v = raw.get(k)
+            if v is None:
+                continue
+            if "_" in v or not (v.isdigit() or (v[0] == "-" and v[1:].isdigit())):
+                break
+            fast[k] = int(v)
+        else:
+            return fast
     out: dict[str, int] = {}
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -176,12 +193,31 @@ def parse_max_or_int(text: str, source: str = _SRC) -> int | None:
     return parse_single_int(value, source)
 
 
+def _psi_line(t: list[str], i: int) -> PressureLine | None:
+    a, b, c, d = t[i], t[i + 1], t[i + 2], t[i + 3]
+    if a[:6] != "avg10=" or b[:6] != "avg60=" or c[:7] != "avg300=" or d[:6] != "total=":
+        return None
+    total = d[6:]
+    if "_" in total:
+        return None
+    return PressureLine(float(a[6:]), float(b[6:]), float(c[7:]), int(total))
+
+
 def parse_pressure(text: str, source: str = _SRC) -> Pressure:
     """A PSI file (``cpu.pressure``, ``/proc/pressure/memory``, ...).
 
     ``some avg10=0.00 avg60=0.00 avg300=0.00 total=0`` and optionally a ``full``
     line. ``total`` is cumulative stall time in microseconds.
     """
+    t = text.split()
+    if (len(t) == 5 or len(t) == 10) and t[0] == "some" and (len(t) == 5 or t[5] == "full"):
+        try:  # fast path: the kernel's exact layout
+            some = _psi_line(t, 1)
+            full = _psi_line(t, 6) if len(t) == 10 else None
+            if some is not None and (len(t) == 5 or full is not None):
+                return Pressure(some=some, full=full)
+        except ValueError:
+            pass  # the slow path names the problem
     lines: dict[str, PressureLine] = {}
     for line in text.splitlines():
         if not line.strip():

@@ -33,8 +33,10 @@ def read_text(path: str) -> str | None:
     except FileNotFoundError:
         return None
     try:
-        data = os.read(fd, 65536)
-        if len(data) == 65536:  # memory.stat can be long: finish the read
+        # 16 KiB holds every cgroup file we read in one call (memory.stat is ~2 KiB);
+        # a bigger buffer costs an allocation per read. Longer files get more reads.
+        data = os.read(fd, 16384)
+        if len(data) == 16384:
             chunks = [data]
             while chunk := os.read(fd, 65536):
                 chunks.append(chunk)
@@ -52,7 +54,9 @@ class _Files:
         self.missing: list[str] = []
 
     def text(self, directory: str, name: str) -> str | None:
-        fp = os.path.join(directory, name)
+        return self._text(directory + "/" + name, name)
+
+    def _text(self, fp: str, name: str) -> str | None:
         try:
             text = read_text(fp)
         except OSError as e:
@@ -68,10 +72,11 @@ class _Files:
 
     def parse(self, directory: str, name: str, parser: Callable[[str, str], _T]) -> _T | None:
         """Read and parse one file; None (no data) when it does not exist."""
-        text = self.text(directory, name)
+        fp = directory + "/" + name
+        text = self._text(fp, name)
         if text is None:
             return None
-        return parser(text, os.path.join(directory, name))
+        return parser(text, fp)
 
 
 @dataclass(slots=True)
