@@ -17,11 +17,16 @@
 #include "sched_probe.h"
 
 BPF_HASH(tracked, u64, u8, MAX_CGROUPS);                     /* victims (userspace) */
-BPF_HASH(pid_cgroup, u32, u64, MAX_PIDS);                     /* pid -> cgroup id */
-BPF_HASH(enqueued_at, u32, struct enqueued, MAX_PIDS);        /* waiting tracked pids */
+BPF_ARRAY(pid_direct, struct pid_state, MAX_PIDS);            /* pid < MAX_PIDS: slot = pid */
+BPF_HASH(pid_hashed, u32, struct pid_state, MAX_PIDS);        /* pid >= MAX_PIDS */
 BPF_HASH(runq, u64, struct runq_hist, MAX_CGROUPS);           /* victim -> histogram */
 BPF_HASH(blame, struct blame_key, struct blame_cell, MAX_BLAME);
 BPF_PERCPU_ARRAY(cpu_states, struct cpu_state, 1);
+
+/* Cost notes (bench/probe_bench.py, docs/probe.md): per-CPU and plain array lookups
+ * are inlined and nearly free; a hash lookup costs tens of ns, a hash update or an
+ * insert + delete several hundred. So the per-wait path below does no hash insert or
+ * delete at all: a wait is two field writes in the pid's entry. */
 
 static __always_inline struct cpu_state *this_cpu(void)
 {
@@ -29,55 +34,80 @@ static __always_inline struct cpu_state *this_cpu(void)
 	return cpu_states.lookup(&zero);
 }
 
-/* Remember that `pid` runs in `cgroup` (insert, or rewrite in place if it moved). */
-static __always_inline void remember_cgroup(struct cpu_state *st, u32 pid, u64 cgroup)
+/* The pid's state entry, or NULL. A direct slot is returned even when empty
+ * (cgroup 0): callers check. */
+static __always_inline struct pid_state *pid_find(u32 pid)
 {
-	u64 *known = pid_cgroup.lookup(&pid);
-	if (known) {
-		if (*known != cgroup)
-			*known = cgroup;
-		return;
+	if (pid < MAX_PIDS)
+		return pid_direct.lookup(&pid);
+	return pid_hashed.lookup(&pid);
+}
+
+/* Remember that `pid` runs in `cgroup`; returns its entry (NULL: the hash part is
+ * full). Written only when it changed, so an unchanged entry stays a clean line. */
+static __always_inline struct pid_state *remember_cgroup(struct cpu_state *st, u32 pid,
+							 u64 cgroup)
+{
+	struct pid_state *ps = pid_find(pid);
+	if (ps) {
+		if (ps->cgroup != cgroup) {
+			if (ps->cgroup == 0) /* an empty direct slot */
+				st->stats[STAT_PIDS_INSERTED]++;
+			ps->cgroup = cgroup;
+		}
+		return ps;
 	}
-	if (pid_cgroup.insert(&pid, &cgroup) == 0)
+	if (pid < MAX_PIDS) /* for the verifier: a direct lookup never fails */
+		return NULL;
+	struct pid_state fresh = {.cgroup = cgroup};
+	int err = pid_hashed.insert(&pid, &fresh);
+	ps = pid_hashed.lookup(&pid);
+	if (err == 0)
 		st->stats[STAT_PIDS_INSERTED]++;
-	else if (!pid_cgroup.lookup(&pid)) /* not a lost race: the map is full */
+	else if (!ps) /* not a lost race: the map is full */
 		st->stats[STAT_FAIL_PIDS]++;
+	else if (ps->cgroup != cgroup)
+		ps->cgroup = cgroup;
+	return ps;
 }
 
 static __always_inline void forget_pid(struct cpu_state *st, u32 pid)
 {
-	if (pid_cgroup.delete(&pid) == 0)
-		st->stats[STAT_PIDS_DELETED]++;
-	if (enqueued_at.delete(&pid) == 0)
+	struct pid_state *ps = pid_find(pid);
+	if (!ps || ps->cgroup == 0)
+		return;
+	if (ps->since != 0)
 		st->stats[STAT_START_DELETED]++;
+	if (pid < MAX_PIDS) {
+		ps->since = 0;
+		ps->cgroup = 0;
+		st->stats[STAT_PIDS_DELETED]++;
+	} else if (pid_hashed.delete(&pid) == 0) {
+		st->stats[STAT_PIDS_DELETED]++;
+	}
 }
 
-/* `pid` of tracked `cgroup` became runnable at `now`. */
-static __always_inline void mark_enqueued(struct cpu_state *st, u32 pid, u64 cgroup, u64 now)
+static __always_inline int is_tracked(u64 cgroup)
 {
-	struct enqueued *e = enqueued_at.lookup(&pid);
-	if (e) {
-		/* An entry left by a wakeup that found the task still on its CPU (it never
-		 * waited); the latest start is the true one. */
-		e->ts = now;
-		e->cgroup = cgroup;
-		st->stats[STAT_ENQUEUES]++;
+	return tracked.lookup(&cgroup) != NULL;
+}
+
+/* The task of entry `ps` (NULL: no entry could be had), in tracked `cgroup`, became
+ * runnable at `now`. */
+static __always_inline void mark_waiting(struct cpu_state *st, struct pid_state *ps,
+					 u64 cgroup, u64 now)
+{
+	if (!ps) {
+		st->stats[STAT_FAIL_START]++;
 		return;
 	}
-	struct enqueued fresh = {.ts = now, .cgroup = cgroup};
-	if (enqueued_at.insert(&pid, &fresh) == 0) {
+	/* An entry left by a wakeup that found the task still on its CPU (it never
+	 * waited) is overwritten: the latest start is the true one. */
+	if (ps->since == 0)
 		st->stats[STAT_START_INSERTED]++;
-		st->stats[STAT_ENQUEUES]++;
-	} else if (!enqueued_at.lookup(&pid)) {
-		st->stats[STAT_FAIL_START]++;
-	}
-}
-
-static __always_inline void enqueue_if_tracked(struct cpu_state *st, u32 pid, u64 cgroup,
-					       u64 now)
-{
-	if (tracked.lookup(&cgroup))
-		mark_enqueued(st, pid, cgroup, now);
+	ps->since = now;
+	ps->victim = cgroup;
+	st->stats[STAT_ENQUEUES]++;
 }
 
 /* Add `ns` of `victim`'s wait to `culprit`'s cell. */
@@ -184,11 +214,17 @@ static __always_inline void attribute_wait(struct cpu_state *st, u64 victim, u64
 
 TRACEPOINT_PROBE(sched, sched_switch)
 {
-	u64 now = bpf_ktime_get_ns();
 	struct cpu_state *st = this_cpu();
 	if (!st)
 		return 0;
 	st->stats[STAT_SWITCHES]++;
+	/* One clock read per switch. Occupancy needs it for every slice; last runner
+	 * only when a wait starts or ends here. */
+#if ATTR_OCCUPANCY
+	u64 now = bpf_ktime_get_ns();
+#else
+	u64 now = 0;
+#endif
 
 	/* prev: the current task, so the current cgroup is prev's. */
 	u32 prev_pid = args->prev_pid;
@@ -199,9 +235,14 @@ TRACEPOINT_PROBE(sched, sched_switch)
 		if (state & PREV_STATE_EXITING) {
 			forget_pid(st, prev_pid);
 		} else {
-			remember_cgroup(st, prev_pid, prev_cgroup);
-			if (state == 0 || (state & PREV_STATE_PREEMPTED))
-				enqueue_if_tracked(st, prev_pid, prev_cgroup, now);
+			struct pid_state *ps = remember_cgroup(st, prev_pid, prev_cgroup);
+			if ((state == 0 || (state & PREV_STATE_PREEMPTED)) &&
+			    is_tracked(prev_cgroup)) {
+#if !ATTR_OCCUPANCY
+				now = bpf_ktime_get_ns();
+#endif
+				mark_waiting(st, ps, prev_cgroup, now);
+			}
 		}
 	}
 #if ATTR_OCCUPANCY
@@ -212,13 +253,19 @@ TRACEPOINT_PROBE(sched, sched_switch)
 	u32 next_pid = args->next_pid;
 	if (next_pid == 0)
 		return 0;
-	struct enqueued *e = enqueued_at.lookup(&next_pid);
-	if (!e)
+	struct pid_state *ps = pid_find(next_pid);
+	if (!ps)
 		return 0;
-	u64 since = e->ts;
-	u64 victim = e->cgroup;
-	if (enqueued_at.delete(&next_pid) == 0)
-		st->stats[STAT_START_DELETED]++;
+	u64 since = ps->since;
+	if (since == 0)
+		return 0;
+	u64 victim = ps->victim;
+	ps->since = 0;
+	st->stats[STAT_START_DELETED]++;
+#if !ATTR_OCCUPANCY
+	if (now == 0)
+		now = bpf_ktime_get_ns();
+#endif
 	if (now <= since)
 		return 0;
 	u64 delta = now - since;
@@ -240,13 +287,14 @@ TRACEPOINT_PROBE(sched, sched_wakeup)
 	if (!st)
 		return 0;
 	u32 pid = args->pid;
-	u64 *cgroup = pid_cgroup.lookup(&pid);
-	if (!cgroup) {
+	struct pid_state *ps = pid_find(pid);
+	u64 cgroup = ps ? ps->cgroup : 0;
+	if (cgroup == 0) {
 		st->stats[STAT_UNKNOWN_PID]++;
 		return 0;
 	}
-	u64 cg = *cgroup;
-	enqueue_if_tracked(st, pid, cg, bpf_ktime_get_ns());
+	if (is_tracked(cgroup))
+		mark_waiting(st, ps, cgroup, bpf_ktime_get_ns());
 	return 0;
 }
 
@@ -258,8 +306,9 @@ TRACEPOINT_PROBE(sched, sched_wakeup_new)
 		return 0;
 	u32 pid = args->pid;
 	u64 cgroup = bpf_get_current_cgroup_id();
-	remember_cgroup(st, pid, cgroup);
-	enqueue_if_tracked(st, pid, cgroup, bpf_ktime_get_ns());
+	struct pid_state *ps = remember_cgroup(st, pid, cgroup);
+	if (is_tracked(cgroup))
+		mark_waiting(st, ps, cgroup, bpf_ktime_get_ns());
 	return 0;
 }
 

@@ -38,7 +38,7 @@
 #ifndef MAX_CGROUPS /* tracked victims, and histogram entries */
 #define MAX_CGROUPS 4096
 #endif
-#ifndef MAX_PIDS /* pid -> cgroup, and pid -> enqueue time */
+#ifndef MAX_PIDS /* pid state: pids below this are direct-mapped, the others hashed */
 #define MAX_PIDS 65536
 #endif
 #ifndef MAX_BLAME /* victim x culprit cells */
@@ -61,13 +61,13 @@ enum stat_index {
 	STAT_ENQUEUES,         /* tracked tasks that started waiting */
 	STAT_RUNQ_EVENTS,      /* waits recorded in a histogram */
 	STAT_BLAME_EVENTS,     /* waits that entered the matrix (>= MIN_WAIT_NS) */
-	STAT_FAIL_PIDS,        /* pid->cgroup insert failed (map full) */
-	STAT_FAIL_START,       /* enqueue-time insert failed (map full) */
+	STAT_FAIL_PIDS,        /* pid state insert failed (hash part full) */
+	STAT_FAIL_START,       /* a wait not recorded: no pid state (hash part full) */
 	STAT_FAIL_RUNQ,        /* histogram insert failed (map full) */
 	STAT_FAIL_BLAME,       /* matrix insert failed (map full) */
-	STAT_PIDS_INSERTED,    /* occupancy of pid_cgroup = inserted - deleted */
+	STAT_PIDS_INSERTED,    /* pids with a known cgroup = inserted - deleted */
 	STAT_PIDS_DELETED,
-	STAT_START_INSERTED,   /* occupancy of enqueued = inserted - deleted */
+	STAT_START_INSERTED,   /* waiting tracked pids = inserted - deleted */
 	STAT_START_DELETED,
 	STAT_UNKNOWN_PID,      /* wakeup of a pid whose cgroup is not known yet */
 	STAT_RING_SHORT,       /* waits the slice ring did not fully cover */
@@ -88,9 +88,14 @@ struct cpu_state {
 	u64 stats[STAT_COUNT];
 };
 
-struct enqueued {
-	u64 ts;     /* when the task became runnable */
-	u64 cgroup; /* its (tracked) cgroup at that time */
+/* Everything the probe knows about one pid, in one place, so the hot path touches one
+ * entry (no insert/delete per wait): pids below MAX_PIDS live in a directly indexed
+ * array (slot = pid, no hashing, never full), the others in a hash of MAX_PIDS
+ * entries. An array slot with cgroup 0 is empty (real cgroup ids are >= 1). */
+struct pid_state {
+	u64 cgroup; /* the task's cgroup, as of its last switch-out (0: unknown) */
+	u64 since;  /* when it became runnable, if it is a waiting tracked task (0: not) */
+	u64 victim; /* its (tracked) cgroup at that time */
 };
 
 struct runq_hist {

@@ -210,10 +210,13 @@ class SchedProbe:
         return self._bpf is not None
 
     def capacities(self) -> dict[str, int]:
+        # Pid state is one entry per pid, shared by "pid_cgroup" and "enqueued_at":
+        # max_pids directly indexed slots (pids below max_pids) + a hash of max_pids.
+        pid_slots = 2 * self.max_pids
         return {
             MAP_TRACKED: self.max_cgroups,
-            MAP_PIDS: self.max_pids,
-            MAP_ENQUEUED: self.max_pids,
+            MAP_PIDS: pid_slots,
+            MAP_ENQUEUED: pid_slots,
             MAP_RUNQ: self.max_cgroups,
             MAP_BLAME: self.max_blame,
         }

@@ -318,9 +318,10 @@ def test_map_full_is_counted_not_fatal(
     time.sleep(2.5)
     d = probe.poll()
     assert d.update_failures["tracked"] == 2
-    assert d.update_failures["pid_cgroup"] > 0  # more than 32 tasks on any node
+    assert d.update_failures["pid_cgroup"] > 0  # more than 32 tasks with pid >= 32
     assert d.map_entries["tracked"] == 1
-    assert d.map_entries["pid_cgroup"] <= 32 and d.map_entries["runq"] <= 1
+    # 32 direct slots (pids < 32) + 32 hashed: never more entries than that.
+    assert d.map_entries["pid_cgroup"] <= 64 and d.map_entries["runq"] <= 1
     assert d.map_entries["blame"] <= 2
     assert len(d.runq) <= 1
     totals = probe.totals()

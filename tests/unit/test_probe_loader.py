@@ -95,6 +95,19 @@ def test_not_loaded_probe_is_inert() -> None:
     assert p.tracked == frozenset({5, 6})
 
 
+def test_pid_capacity_counts_direct_and_hashed_slots() -> None:
+    """Pid state: max_pids directly indexed slots plus a hash of max_pids (one entry
+    per pid serves both the pid -> cgroup and the waiting-since maps)."""
+    caps = SchedProbe(max_pids=32, max_cgroups=7, max_blame=9).capacities()
+    assert caps == {
+        "tracked": 7,
+        "pid_cgroup": 64,
+        "enqueued_at": 64,
+        "runq": 7,
+        "blame": 9,
+    }
+
+
 @pytest.mark.parametrize(
     "kw",
     [
