@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Run every benchmark in bench/ that exists, one after the other, with the project's
-# venv: sampler_bench.py (issue 2) and probe_bench.py (the scheduler probe).
+# venv: sampler_bench.py (issue 2), probe_bench.py (the scheduler probe) and
+# exporter_overhead.py (the real exporter's CPU and RSS, probe on vs off).
 #
 #   bench/run.sh            tables on stdout
 #   bench/run.sh --json     JSON, one document per benchmark
 #
 # Extra arguments are passed to every benchmark. Exits non-zero if any benchmark
-# failed, after running the others. Benchmarks that need root (the probe) say so.
+# failed, after running the others. Benchmarks that need root (the probe, the
+# exporter overhead) say so; run those under flock /tmp/contention-kernel.lock when
+# other real-kernel work may share the machine.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -19,7 +22,7 @@ fi
 
 status=0
 ran=0
-for name in sampler_bench.py probe_bench.py; do
+for name in sampler_bench.py probe_bench.py exporter_overhead.py; do
   script="$HERE/$name"
   [ -f "$script" ] || continue
   ran=$((ran + 1))
