@@ -69,8 +69,18 @@ def identity_from_ref(ref: CgroupRef) -> Identity:
 class HostIdentityResolver:
     """Host mode (the default): a cgroup is named by its path; no requests are known."""
 
+    def __init__(self) -> None:
+        # Identities only depend on (id, path): build each once, not on every pass.
+        self._cache: dict[tuple[int, str], Identity] = {}
+
     def resolve(self, ref: CgroupRef) -> Identity:
-        return identity_from_ref(ref)
+        key = (ref.id, ref.path)
+        ident = self._cache.get(key)
+        if ident is None:
+            if len(self._cache) > 100_000:  # churn: start over rather than grow
+                self._cache.clear()
+            ident = self._cache[key] = identity_from_ref(ref)
+        return ident
 
     def staleness_seconds(self) -> float | None:
         return None
