@@ -255,15 +255,15 @@ class LabCgroup:
             raise ValueError(f"bad lab cgroup name {name!r}")
         # A child of another lab cgroup (``parent``): it lives inside the parent's
         # directories (so under the prefix); its ownership record is "<parent>.<name>".
-        self.parent = parent
-        self.leaf = name
-        self.name = name if parent is None else f"{parent.name}.{name}"
+        self.parent: LabCgroup | None = parent
+        self.leaf: str = name
+        self.name: str = name if parent is None else f"{parent.name}.{name}"
         self.layout = layout
         self.owner_dir = owner_dir
-        v2_base = layout.v2_root if parent is None else parent.v2_dir
-        v1_base = layout.v1_cpu_root if parent is None else parent.v1_cpu_dir
-        self.v2_dir = os.path.join(v2_base, name)
-        self.v1_cpu_dir = os.path.join(v1_base, name) if v1_base is not None else None
+        v2_base: str = layout.v2_root if parent is None else parent.v2_dir
+        v1_base: str | None = layout.v1_cpu_root if parent is None else parent.v1_cpu_dir
+        self.v2_dir: str = os.path.join(v2_base, name)
+        self.v1_cpu_dir: str | None = os.path.join(v1_base, name) if v1_base is not None else None
         self.workers: list[Worker] = []
         self._removed = False
         self._cgroup_id: int | None = None
