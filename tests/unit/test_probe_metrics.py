@@ -198,3 +198,25 @@ def test_families_exposition(tmp_path: Path) -> None:
         f.write_text(text)
         r = subprocess.run([promtool, "check", "metrics"], stdin=f.open(), capture_output=True)
         assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_host_cgroup_named_by_metadata_is_a_pod_culprit() -> None:
+    """--metadata-file names give the culprit the same labels the victim carries."""
+    from exporter.cgroupfs.discovery import CgroupKind
+    from exporter.identity import Identity
+    from exporter.probe.culprit import CulpritKind, classify_culprit
+
+    named = Identity(
+        cgroup="/lab/high", kind=CgroupKind.OTHER, namespace="lab", pod="high", container="app"
+    )
+    c = classify_culprit(42, {42: named})
+    assert c.kind is CulpritKind.POD
+    assert (c.culprit, c.namespace, c.pod, c.container, c.cgroup) == (
+        "lab/high/app",
+        "lab",
+        "high",
+        "app",
+        "/lab/high",
+    )
+    unit = Identity(cgroup="/system.slice/cron.service", kind=CgroupKind.SYSTEM)
+    assert classify_culprit(43, {43: unit}).kind is CulpritKind.SYSTEM
