@@ -15,7 +15,7 @@ from . import __version__, kube
 log = logging.getLogger("contention-exporter")
 
 DEFAULT_PORT = 10366  # outside Prometheus's allocated 9100-9999 range; see README
-SUBCOMMANDS = ("run", "findings", "diagnose", "rules", "dashboards")
+SUBCOMMANDS = ("run", "findings", "diagnose", "rules", "dashboards", "demo")
 
 
 def _positive_float(text: str) -> float:
@@ -106,9 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .dashboards import register_subcommands as register_dashboards
     from .findings import register_subcommands as register_findings
+    from .labs.demo import register_subcommands as register_demo
 
     register_findings(sub)  # findings, diagnose, rules
     register_dashboards(sub)
+    register_demo(sub)
     return parser
 
 

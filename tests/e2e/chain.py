@@ -1,0 +1,410 @@
+"""The real alerting chain for the end-to-end tests: Prometheus, Alertmanager and a
+webhook receiver, all on 127.0.0.1 with temporary directories.
+
+Every process is started here and stopped here by its PID; every wait is bounded and
+fails with the process's own log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import yaml
+
+from exporter.labs.exporter_proc import free_port
+
+PROMETHEUS = "prometheus"
+ALERTMANAGER = "prometheus-alertmanager"
+PROMTOOL = "promtool"
+
+# Rule evaluation every 2 s instead of the generated group's 1m (the rules' own
+# windows and thresholds are untouched): alerts follow the data within seconds.
+RULE_EVAL_INTERVAL = "2s"
+SCRAPE_INTERVAL = "1s"
+
+
+class ChainError(RuntimeError):
+    pass
+
+
+def missing_binaries() -> list[str]:
+    return [b for b in (PROMETHEUS, ALERTMANAGER, PROMTOOL) if shutil.which(b) is None]
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return int(r.status), r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        return int(e.code), e.read().decode("utf-8", "replace")
+
+
+def wait_until(
+    what: str,
+    predicate: Callable[[], bool],
+    timeout: float,
+    interval: float = 0.5,
+    detail: Callable[[], str] | None = None,
+) -> None:
+    """Poll ``predicate`` until true; :class:`ChainError` naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(OSError, ValueError):
+            if predicate():
+                return
+        if time.monotonic() >= deadline:
+            extra = f"\n{detail()}" if detail is not None else ""
+            raise ChainError(f"timed out after {timeout:.0f}s waiting for {what}{extra}")
+        time.sleep(interval)
+
+
+# --- webhook receiver ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    received: float  # time.time()
+    status: str  # firing | resolved
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    starts_at: str
+    ends_at: str
+
+
+class Webhook:
+    """An Alertmanager webhook receiver on 127.0.0.1: records every alert it is sent."""
+
+    def __init__(self) -> None:
+        self.notifications: list[Notification] = []
+        self.payloads = 0
+        self._lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n)
+                try:
+                    outer._record(json.loads(body))
+                    self.send_response(200)
+                except ValueError:
+                    self.send_response(400)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = int(self.server.server_address[1])
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/alerts"
+
+    def start(self) -> Webhook:
+        self._thread.start()
+        return self
+
+    def _record(self, payload: Mapping[str, Any]) -> None:
+        now = time.time()
+        with self._lock:
+            self.payloads += 1
+            for a in payload.get("alerts") or []:
+                self.notifications.append(
+                    Notification(
+                        now,
+                        str(a.get("status")),
+                        dict(a.get("labels") or {}),
+                        dict(a.get("annotations") or {}),
+                        str(a.get("startsAt")),
+                        str(a.get("endsAt")),
+                    )
+                )
+
+    def snapshot(self) -> list[Notification]:
+        with self._lock:
+            return list(self.notifications)
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def alert_key(labels: Mapping[str, str]) -> tuple[str, str, str, str | None]:
+    """``(alertname, severity, victim cgroup, culprit cgroup or None)``."""
+    return (
+        labels.get("alertname", ""),
+        labels.get("severity", ""),
+        labels.get("cgroup", ""),
+        labels.get("culprit_cgroup") or None,
+    )
+
+
+def _identity(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(labels.items()))
+
+
+def alert_states(notes: Sequence[Notification]) -> dict[tuple[tuple[str, str], ...], str]:
+    """The latest status (firing/resolved) of every alert (by its full label set)."""
+    out: dict[tuple[tuple[str, str], ...], str] = {}
+    for n in notes:
+        out[_identity(n.labels)] = n.status
+    return out
+
+
+# --- processes -------------------------------------------------------------------------
+
+
+@dataclass
+class Proc:
+    name: str
+    argv: list[str]
+    log_path: str
+    popen: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.log_path, "ab") as log:
+            self.popen = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                close_fds=True,
+            )
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def log_tail(self, n: int = 30) -> str:
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                return "\n".join(f.read().splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 10.0) -> None:
+        p = self.popen
+        if p is None or p.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p.pid, signal.SIGTERM)
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p.pid, signal.SIGKILL)
+            p.wait(5)
+
+
+def prepare_rule_file(generated: str, out_path: str) -> str:
+    """Copy a generated rule file with the group evaluated every
+    :data:`RULE_EVAL_INTERVAL`; checked with ``promtool check rules``."""
+    with open(generated) as f:
+        doc = yaml.safe_load(f)
+    for g in doc["groups"]:
+        g["interval"] = RULE_EVAL_INTERVAL
+    with open(out_path, "w") as f:
+        yaml.safe_dump(doc, f, sort_keys=False, width=4096)
+    res = subprocess.run(
+        [PROMTOOL, "check", "rules", out_path], capture_output=True, text=True, timeout=60
+    )
+    if res.returncode != 0:
+        raise ChainError(f"promtool check rules {out_path} failed:\n{res.stdout}{res.stderr}")
+    return out_path
+
+
+@dataclass
+class Chain:
+    """Alertmanager → webhook, and Prometheus scraping the given targets with a rule file."""
+
+    workdir: str
+    rule_file: str
+    targets: dict[str, list[str]]  # job -> ["127.0.0.1:port", ...]
+    webhook: Webhook = field(default_factory=Webhook)
+    am: Proc | None = None
+    prom: Proc | None = None
+    am_port: int = 0
+    prom_port: int = 0
+
+    @property
+    def prom_url(self) -> str:
+        return f"http://127.0.0.1:{self.prom_port}"
+
+    @property
+    def am_url(self) -> str:
+        return f"http://127.0.0.1:{self.am_port}"
+
+    def start(self, timeout: float = 60.0) -> Chain:
+        self.webhook.start()
+        self._start_alertmanager(timeout)
+        self._start_prometheus(timeout)
+        return self
+
+    def _start_alertmanager(self, timeout: float) -> None:
+        cfg = {
+            "route": {
+                "receiver": "test",
+                "group_by": ["..."],  # one notification group per alert
+                "group_wait": "1s",
+                "group_interval": "1s",
+                "repeat_interval": "1h",
+            },
+            "receivers": [
+                {
+                    "name": "test",
+                    "webhook_configs": [{"url": self.webhook.url, "send_resolved": True}],
+                }
+            ],
+        }
+        path = os.path.join(self.workdir, "alertmanager.yml")
+        with open(path, "w") as f:
+            yaml.safe_dump(cfg, f)
+        storage = os.path.join(self.workdir, "am-data")
+        os.makedirs(storage, exist_ok=True)
+        self.am_port = free_port()
+        self.am = Proc(
+            "alertmanager",
+            [
+                ALERTMANAGER,
+                f"--config.file={path}",
+                f"--storage.path={storage}",
+                f"--web.listen-address=127.0.0.1:{self.am_port}",
+                "--cluster.listen-address=",
+            ],
+            os.path.join(self.workdir, "alertmanager.log"),
+        )
+        self.am.start()
+        am = self.am
+        wait_until(
+            "Alertmanager /-/ready",
+            lambda: am.alive() and http_get(self.am_url + "/-/ready", 1)[0] == 200,
+            timeout,
+            detail=am.log_tail,
+        )
+
+    def _start_prometheus(self, timeout: float) -> None:
+        cfg = {
+            "global": {
+                "scrape_interval": SCRAPE_INTERVAL,
+                "scrape_timeout": SCRAPE_INTERVAL,
+                "evaluation_interval": RULE_EVAL_INTERVAL,
+            },
+            "rule_files": [self.rule_file],
+            "alerting": {
+                "alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{self.am_port}"]}]}]
+            },
+            "scrape_configs": [
+                {"job_name": job, "static_configs": [{"targets": t}]}
+                for job, t in self.targets.items()
+            ],
+        }
+        path = os.path.join(self.workdir, "prometheus.yml")
+        with open(path, "w") as f:
+            yaml.safe_dump(cfg, f, sort_keys=False)
+        storage = os.path.join(self.workdir, "prom-data")
+        os.makedirs(storage, exist_ok=True)
+        self.prom_port = free_port()
+        self.prom = Proc(
+            "prometheus",
+            [
+                PROMETHEUS,
+                f"--config.file={path}",
+                f"--storage.tsdb.path={storage}",
+                f"--web.listen-address=127.0.0.1:{self.prom_port}",
+                "--rules.alert.resend-delay=1s",
+            ],
+            os.path.join(self.workdir, "prometheus.log"),
+        )
+        self.prom.start()
+        prom = self.prom
+        wait_until(
+            "Prometheus /-/ready",
+            lambda: prom.alive() and http_get(self.prom_url + "/-/ready", 1)[0] == 200,
+            timeout,
+            detail=prom.log_tail,
+        )
+
+        def am_listed() -> bool:
+            data = self.api("/api/v1/alertmanagers")
+            return any(
+                str(self.am_port) in a.get("url", "") for a in data.get("activeAlertmanagers", [])
+            )
+
+        wait_until(
+            "Prometheus to list the Alertmanager (/api/v1/alertmanagers)",
+            am_listed,
+            timeout,
+            detail=prom.log_tail,
+        )
+
+        def all_up() -> bool:
+            active = self.api("/api/v1/targets").get("activeTargets", [])
+            want = sum(len(t) for t in self.targets.values())
+            return len(active) == want and all(t.get("health") == "up" for t in active)
+
+        wait_until(
+            "every scrape target up",
+            all_up,
+            timeout,
+            detail=lambda: json.dumps(self.api("/api/v1/targets"), indent=1)[:3000],
+        )
+
+    # --- Prometheus API -----------------------------------------------------------------
+
+    def api(self, path: str, params: Mapping[str, str] | None = None) -> Any:
+        url = self.prom_url + path
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        status, body = http_get(url, 10)
+        doc = json.loads(body)
+        if status != 200 or doc.get("status") != "success":
+            raise ChainError(f"{path} {params}: HTTP {status}: {body[:500]}")
+        return doc["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """An instant query; the result vector (or scalar as one sample)."""
+        data = self.api("/api/v1/query", {"query": expr})
+        if data["resultType"] in ("scalar", "string"):
+            return [{"metric": {}, "value": data["result"]}]
+        result: list[dict[str, Any]] = data["result"]
+        return result
+
+    def value(self, expr: str) -> float | None:
+        r = self.query(expr)
+        if not r:
+            return None
+        return float(r[0]["value"][1])
+
+    def firing_alerts(self) -> list[dict[str, Any]]:
+        """Prometheus's own view: alerts in state firing."""
+        alerts: list[dict[str, Any]] = self.api("/api/v1/alerts")["alerts"]
+        return [a for a in alerts if a.get("state") == "firing"]
+
+    def logs(self) -> str:
+        parts = []
+        for p in (self.prom, self.am):
+            if p is not None:
+                parts.append(f"--- {p.name} ---\n{p.log_tail(15)}")
+        return "\n".join(parts)
+
+    def stop(self) -> None:
+        for p in (self.prom, self.am):
+            if p is not None:
+                p.stop()
+        with contextlib.suppress(Exception):
+            self.webhook.stop()

@@ -1,0 +1,617 @@
+"""End to end on a real kernel: contention labs → exporter → Prometheus → rules →
+Alertmanager → webhook, plus the replayed memory labs through the same chain.
+
+For each real-kernel lab (run one after another on the shared chain of conftest.py):
+
+* the **exact** alerts arrive at the webhook — name, severity, the victim's labels
+  (``cgroup``, ``namespace``, ``pod``, ``container``, ``instance``, ``job``) and the
+  culprit's labels — and Prometheus fires nothing else for the lab's containers while
+  the lab runs;
+* ``/findings`` holds the same findings (kind, victim, culprit, severity);
+* every dashboard panel query runs without error, and the panels the lab concerns show
+  its victim;
+* after the lab ends, its alerts resolve (checked in :func:`test_3_everything_resolves`,
+  so the wait overlaps the next lab) and ``/findings`` empties.
+
+The replayed memory labs (:mod:`exporter.labs.replay`) run from the start of the session
+in the background; :func:`test_2_replayed_memory_lab` checks what was recorded.
+
+Timing: thresholds are the packaged defaults with ``windowMinutes: 2`` and
+``sustainMinutes: 1`` (see ``exporter.labs.scenarios.SHORT_WINDOW``); Prometheus
+scrapes every second and evaluates the rules every 2 s. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from exporter.cgroupfs.discovery import CgroupKind
+from exporter.identity import Identity
+from exporter.labs.replay import REPLAYS
+from exporter.labs.scenarios import LABS, Lab, LabRun, finding_key, get_lab
+from exporter.probe.culprit import classify_culprit
+from exporter.rules.generator import ALERT_NAMES
+from tests.e2e.chain import ChainError, alert_key, alert_states, wait_until
+from tests.e2e.conftest import E2E, REPLAY_STALL_SECONDS, run_dashboards
+
+pytestmark = [pytest.mark.e2e]
+
+LAB_ORDER = ("throttled", "throttled-with-neighbor", "noisy-neighbor", "weights", "contended")
+MIN_LAB_SECONDS = 45.0  # every lab runs at least this long, so wrong alerts get their chance
+LAB_TIMEOUT = 200.0  # expected alerts and /findings must agree within this
+HOST_BUSY_CORES = 0.5  # above this, CPU used outside the lab is reported with a failure
+ALERT_OF = {str(k): v for k, v in ALERT_NAMES.items()}
+
+# Panels (title prefixes: titles name the window) whose result must show the lab's
+# victim (by cgroup path) while the lab runs.
+CONCERNS: dict[str, tuple[str, ...]] = {
+    "throttled": (
+        "Active findings for this selection",
+        "Throttled periods",
+        "Throttled time",
+        "CPU pressure some (per minute)",
+        "CPU pressure full (per minute)",
+        "CPU used vs request vs limit",
+    ),
+    "throttled-with-neighbor": (
+        "Active findings for this selection",
+        "Throttled periods",
+        "Top culprits' share of the wait",
+    ),
+    "noisy-neighbor": (
+        "Active findings for this selection",
+        "Top culprits' share of the wait",
+        "Run-queue p99 (per minute)",
+        "Wakeups per minute",
+        "Time waiting for a CPU",
+        "CPU pressure some (per minute)",
+    ),
+    "weights": (
+        "Active findings for this selection",
+        "CPU used vs request vs limit",
+        "Top culprits' share of the wait",
+    ),
+    "contended": (
+        "Active findings for this selection",
+        "CPU pressure some (per minute)",
+        "CPU pressure full (per minute)",
+    ),
+}
+
+
+# --- expectations ----------------------------------------------------------------------
+
+
+def _culprit_labels(lab: Lab, role: str, cgroup_id: int) -> dict[str, str]:
+    """The culprit labels the exporter gives a lab container (its own classifier, fed
+    the identity the metadata file declares)."""
+    ident = Identity(
+        cgroup=lab.cgroup_path(role),
+        kind=CgroupKind.OTHER,
+        namespace="lab",
+        pod=lab.pod(role),
+        container="app",
+    )
+    labels = classify_culprit(cgroup_id, {cgroup_id: ident}).labels()
+    return {k: v for k, v in labels.items() if v}
+
+
+def expected_alerts(e2e: E2E, lab: Lab, run: LabRun) -> list[dict[str, str]]:
+    out = []
+    for e in lab.expect:
+        labels = {
+            "alertname": ALERT_OF[e.kind],
+            "severity": e.severity,
+            "finding": e.kind,
+            "cgroup": lab.cgroup_path(e.victim),
+            "namespace": "lab",
+            "pod": lab.pod(e.victim),
+            "container": "app",
+            "instance": e2e.node_instance,
+            "job": "node",
+        }
+        if e.culprit is not None:
+            labels.update(_culprit_labels(lab, e.culprit, run.cgroups[e.culprit].cgroup_id))
+        out.append(labels)
+    return out
+
+
+def _want_labels(e2e: E2E, lab: Lab) -> list[dict[str, str]]:
+    """The expected alerts' key labels (alertname, severity, cgroup, culprit_cgroup)."""
+    return [
+        {
+            "alertname": ALERT_OF[e.kind],
+            "severity": e.severity,
+            "cgroup": lab.cgroup_path(e.victim),
+            **({} if e.culprit is None else {"culprit_cgroup": lab.cgroup_path(e.culprit)}),
+        }
+        for e in lab.expect
+    ]
+
+
+def _key_of(labels: Mapping[str, str]) -> tuple[str, str, str, str | None]:
+    return alert_key(labels)
+
+
+def _lab_paths(lab: Lab) -> set[str]:
+    return {lab.cgroup_path(b.role) for b in lab.boxes}
+
+
+# --- observations ------------------------------------------------------------------------
+
+
+def _prom_numbers(e2e: E2E, lab: Lab) -> dict[str, Any]:
+    """What Prometheus holds for each lab container right now (for the report)."""
+    w = f"{e2e.thresholds.window_minutes}m"
+    out: dict[str, Any] = {}
+    for b in lab.boxes:
+        sel = f'cgroup="{lab.cgroup_path(b.role)}",job="node"'
+        q = {
+            "usage_cores_1m": f"rate(contention_cpu_usage_seconds_total{{{sel}}}[1m])",
+            "psi_some_1m": f"rate(contention_cpu_pressure_waiting_seconds_total{{{sel}}}[1m])",
+            "psi_full_1m": f"rate(contention_cpu_pressure_stalled_seconds_total{{{sel}}}[1m])",
+            "throttled_ratio_window": (
+                f"rate(contention_cpu_cfs_throttled_periods_total{{{sel}}}[{w}])"
+                f" / rate(contention_cpu_cfs_periods_total{{{sel}}}[{w}])"
+            ),
+            "runq_p99_seconds_1m": (
+                "histogram_quantile(0.99, "
+                f"rate(contention_runqueue_latency_seconds_bucket{{{sel}}}[1m]))"
+            ),
+            "runq_events_per_min": (
+                f"rate(contention_runqueue_latency_seconds_count{{{sel}}}[1m]) * 60"
+            ),
+        }
+        vals: dict[str, Any] = {}
+        for name, expr in q.items():
+            v = e2e.chain.value(expr)
+            vals[name] = None if v is None or v != v else round(v, 4)
+        vals["blame_share"] = {
+            r["metric"].get("culprit", "?"): round(float(r["value"][1]), 3)
+            for r in e2e.chain.query(f"max_over_time(contention_blame_share{{{sel}}}[30s])")
+        }
+        out[b.role] = vals
+    return out
+
+
+def _findings_doc(e2e: E2E) -> dict[str, Any]:
+    status, body = e2e.node.get("/findings")
+    if status != 200:
+        raise ChainError(f"/findings answered {status}: {body[:300]}")
+    doc: dict[str, Any] = json.loads(body)
+    return doc
+
+
+def _lab_findings(doc: Mapping[str, Any], paths: set[str]) -> list[dict[str, Any]]:
+    return [f for f in doc.get("findings") or [] if (f.get("victim") or {}).get("cgroup") in paths]
+
+
+# --- the real-kernel labs --------------------------------------------------------------------
+
+
+@pytest.mark.kernel
+@pytest.mark.timeout(LAB_TIMEOUT + 150)
+@pytest.mark.parametrize("name", LAB_ORDER)
+def test_1_lab(e2e: E2E, name: str) -> None:
+    lab = get_lab(name)
+    needs_probe = any(x.culprit is not None for x in lab.expect) or name == "noisy-neighbor"
+    if needs_probe and not e2e.probe_loaded:
+        pytest.fail(f"the scheduler probe did not load ({e2e.probe_reason}): no blame")
+    paths = _lab_paths(lab)
+    webhook = e2e.chain.webhook
+    t0 = time.time()
+    run = LabRun(lab, seconds=LAB_TIMEOUT + 60, metadata=e2e.metadata, layout=e2e.layout)
+    e2e.runs[name] = run  # removed in test_3 or, whatever happens, at session end
+    run.start()
+    try:  # on any failure the workloads stop at once (the cgroups go at session end)
+        want = expected_alerts(e2e, lab, run)
+        want_keys = {_key_of(w) for w in want}
+        want_findings = {
+            (
+                e.kind,
+                lab.cgroup_path(e.victim),
+                None if e.culprit is None else lab.cgroup_path(e.culprit),
+                e.severity,
+            )
+            for e in lab.expect
+        }
+        state: dict[str, Any] = {}
+
+        def agreed() -> bool:
+            notes = [n for n in webhook.snapshot() if n.labels.get("cgroup") in paths]
+            states = alert_states([n for n in notes if n.received >= t0])
+            firing = [dict(k) for k, st in states.items() if st == "firing"]
+            prom = [
+                a["labels"] for a in e2e.chain.firing_alerts() if a["labels"].get("cgroup") in paths
+            ]
+            doc = _findings_doc(e2e)
+            rows = _lab_findings(doc, paths)
+            state.update(firing=firing, prom=prom, findings=rows, doc=doc)
+            got_prom = {_key_of(a) for a in prom}
+            got_hook = {_key_of(a) for a in firing}
+            got_findings = {finding_key(f) for f in rows}
+            # ... and Prometheus has scraped the exporter's contention_finding for them.
+            gauge = {
+                (r["metric"].get("kind"), r["metric"].get("cgroup"))
+                for r in e2e.chain.query('contention_finding{job="node"}')
+            }
+            gauge_ok = {(k[0], k[1]) for k in want_findings} <= gauge
+            labels_ok = all(
+                any(all(a.get(k) == v for k, v in w.items()) for a in firing) for w in want
+            )
+            return (
+                time.time() - t0 >= MIN_LAB_SECONDS
+                and got_prom == want_keys
+                and got_hook == want_keys
+                and got_findings == want_findings
+                and gauge_ok
+                and labels_ok
+            )
+
+        def detail() -> str:
+            return (
+                f"expected alerts: {json.dumps(want, indent=1)}\n"
+                f"firing at the webhook: {json.dumps(state.get('firing'), indent=1)}\n"
+                f"firing in Prometheus: {json.dumps(state.get('prom'), indent=1)}\n"
+                f"/findings: {json.dumps(state.get('findings'), indent=1)[:6000]}\n"
+                f"kernel: {json.dumps({r: m.as_dict() for r, m in run.measure().items()})}\n"
+                f"host outside the lab: {run.host_cores():.2f} cores\n"
+                f"Prometheus: {json.dumps(_prom_numbers(e2e, lab))}\n{e2e.chain.logs()}"
+            )
+
+        try:
+            wait_until(
+                f"lab {name}: the expected alerts at the webhook, in Prometheus and in /findings",
+                agreed,
+                LAB_TIMEOUT,
+                interval=1.0,
+                detail=detail,
+            )
+        except ChainError as err:
+            busy = run.host_cores() or 0.0
+            note = (
+                f"\nNOTE: the rest of this host used {busy:.2f} cores during the lab; "
+                "on a shared machine that load (the root cgroup: 'kernel' in blame) can "
+                "change a lab's verdict"
+                if busy > HOST_BUSY_CORES
+                else ""
+            )
+            pytest.fail(f"{err}{note}", pytrace=False)
+        matched = time.time()
+        observed: dict[str, Any] = {
+            "seconds_to_agree": round(matched - t0, 1),
+            "prometheus": _prom_numbers(e2e, lab),
+            "kernel": {r: m.as_dict() for r, m in run.measure().items()},
+            "findings": [
+                {
+                    "kind": f["kind"],
+                    "severity": f["severity"],
+                    "victim": f["victim"]["ref"],
+                    "culprit": f["culprit"] and f["culprit"]["ref"],
+                    "blame_share": f["culprit"] and f["culprit"]["blame_share"],
+                    "evidence": f["evidence"],
+                }
+                for f in state["findings"]
+            ],
+            "alerts": state["firing"],
+        }
+        has, errors, texts = run_dashboards(e2e.chain, e2e.thresholds)
+        e2e.record_coverage(has)
+    except BaseException:
+        run.stop_workloads()
+        raise
+    # The lab ends: its workloads stop; its containers stay, idle, until test_3.
+    run.stop_workloads()
+    host = run.host_cores()
+    e2e.stopped[name] = run.workloads_stopped_at or time.time()
+    observed["host_cores_outside_lab"] = None if host is None else round(host, 2)
+    observed["kernel_whole_run"] = {r: m.as_dict() for r, m in run.measure().items()}
+
+    # Nothing else fired for the lab's containers while it ran, except onset transients.
+    notes = [
+        n
+        for n in webhook.snapshot()
+        if n.labels.get("cgroup") in paths and t0 <= n.received <= matched and n.status == "firing"
+    ]
+    first_all = _first_all_firing(notes, want_keys)
+    transients, wrong = [], []
+    for n in notes:
+        if _key_of(n.labels) in want_keys:
+            continue
+        if first_all is not None and n.received <= first_all and _onset_transient(n.labels, lab):
+            transients.append(
+                {
+                    "after_s": round(n.received - t0, 1),
+                    **{k: n.labels[k] for k in TRANSIENT_LABELS if k in n.labels},
+                }
+            )
+        else:
+            wrong.append(dict(n.labels))
+    observed["onset_transients"] = transients
+    e2e.observed[name] = observed
+    print(f"\n[{name}] observed: {json.dumps(observed, default=str)[:4000]}")
+    assert not wrong, f"lab {name}: unexpected alerts while it ran: {json.dumps(wrong, indent=1)}"
+    if transients and not ONSET_TRANSIENTS_ALLOWED:
+        pytest.fail(f"lab {name}: onset transients {transients}", pytrace=False)
+    for n in notes:
+        assert n.annotations.get("summary") and n.annotations.get("description"), n
+        assert n.annotations.get("runbook_url", "").startswith("http"), n
+    assert not errors, f"dashboard queries failed during lab {name}:\n" + "\n".join(errors)
+    for title in CONCERNS[name]:
+        victim = lab.cgroup_path(lab.expect[0].victim)
+        shown = any(victim in t for (_, tt, _), t in texts.items() if tt.startswith(title))
+        assert shown, f"lab {name}: panel {title!r} shows no data for {victim}"
+    for check in lab.checks:
+        _kernel_check(name, check, observed)
+
+
+TRANSIENT_LABELS = ("alertname", "severity", "cgroup", "culprit_cgroup")
+
+# Transitional alerts (see docs/labs.md): in the first seconds of a lab, the rules can
+# fire a lower severity of the expected alert, or cpu-contended before noisy-neighbor,
+# because PromQL's rate() over a series younger than its range divides a few seconds of
+# increase by the whole range (and the culprit's usage over the window lags its stall);
+# after the workloads stop, the severity follows the latest minute down while the
+# throttled ratio still covers the window, and a culprit's usage over the window can
+# fall to its request before the victim's last stalled minute has passed
+# (noisy-neighbor -> cpu-contended). Only an expected victim's alerts may do this; they
+# are recorded in the observed numbers. Set this to False to make them fail.
+ONSET_TRANSIENTS_ALLOWED = True
+
+
+def _first_all_firing(notes: list[Any], want_keys: set[Any]) -> float | None:
+    seen: set[Any] = set()
+    for n in sorted(notes, key=lambda n: n.received):
+        k = _key_of(n.labels)
+        if k in want_keys:
+            seen.add(k)
+            if seen == want_keys:
+                return float(n.received)
+    return None
+
+
+def _onset_transient(labels: Mapping[str, str], lab: Lab) -> bool:
+    """An expected victim's alert on its way to (or back from) the expected one: the same
+    kind at another severity, or cpu-contended while the culprit does not (yet, or any
+    more) qualify for noisy-neighbor."""
+    for e in lab.expect:
+        if labels.get("cgroup") != lab.cgroup_path(e.victim):
+            continue
+        same_kind = labels.get("alertname") == ALERT_OF[e.kind] and (
+            labels.get("culprit_cgroup") or None
+        ) == (None if e.culprit is None else lab.cgroup_path(e.culprit))
+        contended_first = (
+            e.kind in ("noisy-neighbor", "cpu-contended")
+            and labels.get("alertname") == ALERT_OF["cpu-contended"]
+        )
+        if same_kind or contended_first:
+            return True
+    return False
+
+
+def _kernel_check(name: str, check: str, observed: Mapping[str, Any]) -> None:
+    """The labs' kernel-side expectations (their ``checks``), on the numbers measured."""
+    k = observed["kernel"]
+    if name == "throttled":
+        assert k["limited"]["throttled_ratio"] >= 0.25, (check, k)
+        assert 0.1 <= k["limited"]["usage_cores"] <= 0.3, (check, k)
+    elif name == "weights":
+        ratio = k["high"]["usage_cores"] / max(k["low"]["usage_cores"], 1e-6)
+        assert 4.0 <= ratio <= 16.0, (check, ratio, k)
+    elif name == "noisy-neighbor":
+        share = observed["prometheus"]["victim"]["blame_share"]
+        greedy = [v for c, v in share.items() if c.endswith("/greedy")]
+        assert greedy and greedy[0] >= 0.4, (check, share)
+    elif name == "contended":
+        for r in ("a", "b", "c"):
+            assert k[r]["usage_cores"] < 1.0, (check, k)
+    elif name == "throttled-with-neighbor":
+        assert k["victim"]["throttled_ratio"] >= 0.25, (check, k)
+        # The gate is what stops a noisy-neighbor here: the neighbour would pass the
+        # blame test (it holds >= 40% of the victim's wait and has no request).
+        share = observed["prometheus"]["victim"]["blame_share"]
+        neighbour = [v for c, v in share.items() if c.endswith("/neighbor")]
+        assert neighbour and neighbour[0] >= 0.4, (check, share)
+
+
+# --- the replayed memory labs ---------------------------------------------------------------
+
+
+@pytest.mark.timeout(REPLAY_STALL_SECONDS + 300)
+@pytest.mark.parametrize("name", list(REPLAYS))
+def test_2_replayed_memory_lab(e2e: E2E, name: str) -> None:
+    w = e2e.replays[name]
+    lab = w.lab
+    job = f"replay-{name}"
+    instance = f"127.0.0.1:{w.exporter.port}"
+    want: list[dict[str, str]] = []
+    for e in lab.expect:
+        labels = {
+            "alertname": ALERT_OF[e.kind],
+            "severity": e.severity,
+            "finding": e.kind,
+            "cgroup": lab.cgroup_path(e.victim),
+            "namespace": "lab",
+            "pod": lab.pod(e.victim),
+            "container": "app",
+            "instance": instance,
+            "job": job,
+        }
+        if e.culprit is not None:
+            labels.update(
+                culprit_cgroup=lab.cgroup_path(e.culprit),
+                culprit_namespace="lab",
+                culprit_pod=lab.pod(e.culprit),
+                culprit_container="app",
+            )
+        want.append(labels)
+    want_keys = {_key_of(x) for x in want}
+    webhook = e2e.chain.webhook
+
+    def ours() -> list[Any]:
+        return [n for n in webhook.snapshot() if n.labels.get("job") == job]
+
+    # 1. The expected alerts fired (during the stall) with every label.
+    wait_until(
+        f"replay {name}: the expected alerts at the webhook",
+        lambda: all(
+            any(
+                n.status == "firing" and all(n.labels.get(k) == v for k, v in x.items())
+                for n in ours()
+            )
+            for x in want
+        ),
+        REPLAY_STALL_SECONDS + 60,
+        interval=1.0,
+        detail=lambda: json.dumps([dict(n.labels) for n in ours()], indent=1),
+    )
+    wait_until(
+        f"replay {name}: /findings with the expected findings",
+        lambda: w.matched_at is not None,
+        REPLAY_STALL_SECONDS,
+        detail=lambda: json.dumps([[t, sorted(k, key=str)] for t, k in w.findings[-3:]]),
+    )
+    # 2. Nothing else, ever, for the replayed node's containers.
+    wrong = [
+        dict(n.labels)
+        for n in ours()
+        if n.status == "firing" and _key_of(n.labels) not in want_keys
+    ]
+    assert not wrong, f"replay {name}: unexpected alerts: {json.dumps(wrong, indent=1)}"
+    want_findings = {
+        (
+            e.kind,
+            lab.cgroup_path(e.victim),
+            None if e.culprit is None else lab.cgroup_path(e.culprit),
+            e.severity,
+        )
+        for e in lab.expect
+    }
+    odd = [(t, k) for t, k in w.findings if not k <= want_findings]
+    assert not odd, f"replay {name}: /findings held other findings: {odd[:3]}"
+    # 3. The dashboards ran while it was stalled and showed the victim.
+    wait_until(
+        f"replay {name}: dashboard queries run while the alerts fired",
+        lambda: w.dashboards is not None,
+        REPLAY_STALL_SECONDS,
+    )
+    assert not w.dashboard_errors, "\n".join(w.dashboard_errors)
+    missing = [t for t, shown in w.concerned.items() if not shown]
+    assert not missing, f"replay {name}: panels without the victim: {missing}"
+    # 4. The stall ends: alerts resolve and /findings empties.
+    wait_until(
+        f"replay {name}: the stall phase to end",
+        lambda: not w.run.stalled,
+        REPLAY_STALL_SECONDS + 30,
+    )
+    resolve = e2e.thresholds.window_minutes * 60 + 90
+
+    def resolved() -> bool:
+        states = alert_states(ours())
+        return bool(states) and all(st == "resolved" for st in states.values())
+
+    wait_until(
+        f"replay {name}: every alert resolved after the stall ended",
+        resolved,
+        resolve,
+        interval=1.0,
+        detail=lambda: json.dumps([(n.status, dict(n.labels)) for n in ours()][-6:]),
+    )
+    wait_until(
+        f"replay {name}: /findings empty after the stall ended",
+        lambda: not w.findings[-1][1],
+        resolve,
+        detail=lambda: str(w.findings[-1]),
+    )
+    e2e.observed[f"replay:{name}"] = w.observed
+
+
+# --- after the labs -----------------------------------------------------------------------
+
+
+@pytest.mark.kernel
+@pytest.mark.timeout(400)
+def test_3_everything_resolves(e2e: E2E) -> None:
+    """Every alert of every lab resolved after its workloads stopped (the containers
+    stay, idle) and /findings emptied; meanwhile only an expected victim's alerts and
+    their transitions (see ONSET_TRANSIENTS_ALLOWED) may fire. Then the idle containers
+    are deleted and nothing may fire."""
+    if not e2e.stopped:
+        pytest.skip("no real-kernel lab ran in this session")
+    all_paths = {LABS[n].cgroup_path(b.role) for n in e2e.stopped for b in LABS[n].boxes}
+    webhook = e2e.chain.webhook
+    resolve_by = max(e2e.stopped.values()) + e2e.thresholds.window_minutes * 60 + 120
+
+    def ours() -> list[Any]:
+        return [n for n in webhook.snapshot() if n.labels.get("cgroup") in all_paths]
+
+    def done() -> bool:
+        states = alert_states(ours())
+        prom = [a for a in e2e.chain.firing_alerts() if a["labels"].get("cgroup") in all_paths]
+        rows = _lab_findings(_findings_doc(e2e), all_paths)
+        return all(st == "resolved" for st in states.values()) and not prom and not rows
+
+    wait_until(
+        "every lab alert resolved and /findings empty (lab containers idle)",
+        done,
+        max(10.0, resolve_by - time.time()),
+        interval=2.0,
+        detail=lambda: json.dumps(
+            [(n.status, dict(n.labels)) for n in ours() if n.status == "firing"][-10:], indent=1
+        ),
+    )
+    for name, stopped in e2e.stopped.items():
+        lab = LABS[name]
+        paths = _lab_paths(lab)
+        after = [
+            n
+            for n in ours()
+            if n.labels.get("cgroup") in paths and n.status == "firing" and n.received > stopped
+        ]
+        wrong, decay = [], []
+        for n in after:
+            if _onset_transient(n.labels, lab):  # the expected alert or its transitions
+                if _key_of(n.labels) not in {_key_of(w) for w in _want_labels(e2e, lab)}:
+                    decay.append(
+                        {
+                            "after_stop_s": round(n.received - stopped, 1),
+                            **{k: n.labels[k] for k in TRANSIENT_LABELS if k in n.labels},
+                        }
+                    )
+            else:
+                wrong.append(dict(n.labels))
+        e2e.observed.setdefault(name, {})["decay_transients"] = decay
+        assert not wrong, f"lab {name}: alerts after its workloads stopped: {wrong}"
+        if decay and not ONSET_TRANSIENTS_ALLOWED:
+            pytest.fail(f"lab {name}: decay transients {decay}", pytrace=False)
+    # Now delete the idle containers, as a node deletes finished pods: nothing may fire.
+    removed_at = time.time()
+    for run in e2e.runs.values():
+        run.stop()
+    hold = 20.0  # a bounded observation window: nothing may fire in it
+    deadline = time.monotonic() + hold
+    while time.monotonic() < deadline:
+        late = [dict(n.labels) for n in ours() if n.received >= removed_at and n.status == "firing"]
+        assert not late, f"alerts after the lab containers were removed: {late}"
+        time.sleep(1.0)
+    assert not _lab_findings(_findings_doc(e2e), all_paths)
+    e2e.save_observed()
+
+
+@pytest.mark.kernel
+def test_4_every_panel_query_returned_data(e2e: E2E) -> None:
+    if set(e2e.stopped) != set(LAB_ORDER) or any(
+        w.dashboards is None for w in e2e.replays.values()
+    ):
+        pytest.skip("needs every lab and replay of the session to have run")
+    empty = [
+        f"{uid} / {title}: {expr[:160]}"
+        for (uid, title, expr), has in e2e.coverage.items()
+        if not has
+    ]
+    assert not empty, "panel queries that never returned data in any lab:\n" + "\n".join(empty)
