@@ -172,7 +172,11 @@ def _prom_numbers(e2e: E2E, lab: Lab) -> dict[str, Any]:
             v = e2e.chain.value(expr)
             vals[name] = None if v is None or v != v else round(v, 4)
         vals["blame_share"] = {
-            r["metric"].get("culprit", "?"): round(float(r["value"][1]), 3)
+            # Keyed by the culprit's cgroup path (a stable handle on the lab's role,
+            # whatever names the metadata gives it); idle has none: its name then.
+            (r["metric"].get("culprit_cgroup") or r["metric"].get("culprit", "?")): round(
+                float(r["value"][1]), 3
+            )
             for r in e2e.chain.query(f"max_over_time(contention_blame_share{{{sel}}}[30s])")
         }
         out[b.role] = vals
