@@ -18,11 +18,12 @@ from prometheus_client.core import Metric
 from . import kube
 from .cgroupfs import mode
 from .cgroupfs.mode import NodeFacts
-from .findings import Thresholds, evaluate, finding_families, findings_document
+from .findings import Finding, Thresholds, evaluate, finding_families, findings_document
 from .findings.evaluator import identities, window_blame
 from .identity import HostIdentityResolver, IdentityResolver
 from .metadata_file import FileIdentityResolver
 from .sampler import Sampler, Snapshot
+from .window import CulpritKey, Window
 
 if TYPE_CHECKING:
     from .kube.resolver import KubeIdentityResolver
@@ -103,6 +104,17 @@ def build_resolver(
     return resolver, kres
 
 
+@dataclass(frozen=True, slots=True)
+class Verdicts:
+    """What one pass's window says: evaluated once per pass, read by every scrape and
+    every ``/findings`` request until the next pass."""
+
+    at: float
+    window: Window
+    findings: list[Finding]
+    blame: dict[int, dict[CulpritKey, float]]  # victim id -> wait seconds per culprit
+
+
 @dataclass
 class Assembly:
     facts: NodeFacts
@@ -111,32 +123,59 @@ class Assembly:
     probe: SchedProbe | None
     kube: KubeIdentityResolver | None
     top_k: int = 3
+    _verdicts: Verdicts | None = None
+
+    def __post_init__(self) -> None:
+        self.sampler.after_pass.append(self.evaluate)
+
+    def evaluate(self, snap: Snapshot) -> Verdicts:
+        """Findings and blame windows for the pass ``snap`` came from."""
+        th, w, now = self.thresholds, self.sampler.window(), snap.taken_at
+        blame = (
+            {c.cgroup_id: window_blame(w, c.cgroup_id, now, th) for c in snap.containers}
+            if snap.probe is not None
+            else {}
+        )
+        v = self._verdicts = Verdicts(now, w, evaluate(w, th, now), blame)
+        return v
+
+    def verdicts(self) -> Verdicts | None:
+        if self._verdicts is None:
+            snap = self.sampler.snapshot()
+            return None if snap is None else self.evaluate(snap)
+        return self._verdicts
 
     def findings_doc(self) -> dict[str, Any]:
-        now = time.time()
-        w = self.sampler.window()
-        return findings_document(evaluate(w, self.thresholds, now), now, w, self.thresholds)
+        v = self.verdicts()
+        if v is None:
+            w = self.sampler.window()
+            return findings_document([], time.time(), w, self.thresholds)
+        return findings_document(v.findings, v.at, v.window, self.thresholds)
 
     def extra_families(self, snap: Snapshot) -> Iterable[Metric]:
-        """Probe and finding families, from the same window the evaluator sees."""
-        now = time.time()
-        w = self.sampler.window()
+        """Probe and finding families, from the same window the evaluator saw."""
+        v = self.verdicts()
+        if v is None:
+            return
         if snap.probe is not None:
             from .probe.metrics import VictimProbeData, build_probe_families
 
-            idents = identities(w)
             victims = [
                 VictimProbeData(
                     identity=c.identity,
                     runq=snap.probe.runq.get(c.cgroup_id),
-                    blame_window_s=window_blame(w, c.cgroup_id, now, self.thresholds),
+                    blame_window_s=v.blame.get(c.cgroup_id, {}),
                 )
                 for c in snap.containers
             ]
             yield from build_probe_families(
-                victims, idents, snap.probe.status, snap.probe.totals, top_k=self.top_k
+                victims,
+                identities(v.window),
+                snap.probe.status,
+                snap.probe.totals,
+                top_k=self.top_k,
             )
-        yield from finding_families(evaluate(w, self.thresholds, now))
+        yield from finding_families(v.findings)
 
     def close(self) -> None:
         self.sampler.stop()

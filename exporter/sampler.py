@@ -168,6 +168,9 @@ class Sampler:
         self._owned: dict[int, int] = {}
         self._all_ids: set[int] = set()
         self._runq_hists: dict[int, RunqHistogram] = {}
+        # Called with each new snapshot, in the sampler thread: work that depends only
+        # on the pass (finding evaluation) is done once here, not on every scrape.
+        self.after_pass: list[Callable[[Snapshot], object]] = []
         self.cpu_cores = float(os.cpu_count() or 1)
         self.memory_bytes = 0
 
@@ -259,6 +262,11 @@ class Sampler:
         with self._lock:
             self._passes += 1
             self._snapshot = snap
+        for hook in self.after_pass:
+            try:
+                hook(snap)
+            except Exception as e:  # a broken consumer must not stop sampling
+                log.error("after-pass hook failed: %s", e)
         return snap
 
     def _poll_probe(
