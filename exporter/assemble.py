@@ -131,11 +131,16 @@ class Assembly:
     def evaluate(self, snap: Snapshot) -> Verdicts:
         """Findings and blame windows for the pass ``snap`` came from."""
         th, w, now = self.thresholds, self.sampler.window(), snap.taken_at
-        blame = (
-            {c.cgroup_id: window_blame(w, c.cgroup_id, now, th) for c in snap.containers}
-            if snap.probe is not None
-            else {}
-        )
+        blame: dict[int, dict[CulpritKey, float]] = {}
+        if snap.probe is not None:
+            # The gauge's window: the complete minutes plus the minute in progress
+            # (the evaluator's own blame stays on complete minutes).
+            partial = self.sampler.blame_in_progress()
+            for c in snap.containers:
+                b = window_blame(w, c.cgroup_id, now, th)
+                for key, s in partial.get(c.cgroup_id, {}).items():
+                    b[key] = b.get(key, 0.0) + s
+                blame[c.cgroup_id] = b
         v = self._verdicts = Verdicts(now, w, evaluate(w, th, now), blame)
         return v
 

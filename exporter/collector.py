@@ -170,6 +170,14 @@ def container_families(snap: Snapshot) -> Iterator[Metric]:
         "Kubernetes identity (always 1).",
         labels=[*L, "kind", "id", "qos", "pod_uid", "container_id"],
     )
+    sampled = CounterMetricFamily(
+        "contention_sampled_seconds_total",
+        "Wall-clock time this exporter has watched the cgroup (the time its counters' "
+        "deltas cover; restarts at 0 with the exporter). rate(x[w]) / rate(this[w]) "
+        "averages x over the part of w the cgroup was watched, right for young cgroups; "
+        "the alert rules judge nothing watched for less than sustainMinutes.",
+        labels=L,
+    )
     usage = CounterMetricFamily(
         "contention_cpu_usage_seconds_total",
         f"CPU time used by the cgroup (cpu.stat usage_usec).{_SNAP}",
@@ -270,6 +278,7 @@ def container_families(snap: Snapshot) -> Iterator[Metric]:
         i = c.identity
         r = c.reading
         info.add_metric([*lv, i.kind.value, str(c.cgroup_id), i.qos, i.pod_uid, i.container_id], 1)
+        sampled.add_metric(lv, c.sampled_s)
         if r.cpu_stat is not None:
             usage.add_metric(lv, r.cpu_stat.usage_usec / 1e6)
         if c.cpu_limit_cores is not None:
@@ -314,7 +323,18 @@ def container_families(snap: Snapshot) -> Iterator[Metric]:
                 ("oom_kill", e.oom_kill),
             ):
                 events.add_metric([*lv, name], v)
-    yield from (info, usage, limit, request, cpu_ent, weight, periods, throttled, throttled_s)
+    yield from (
+        info,
+        sampled,
+        usage,
+        limit,
+        request,
+        cpu_ent,
+        weight,
+        periods,
+        throttled,
+        throttled_s,
+    )
     yield from cpu_p
     yield from (mem_usage, ws, mem_limit, mem_high, mem_request, mem_ent)
     yield from mem_p

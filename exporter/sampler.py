@@ -29,7 +29,7 @@ from .cgroupfs.mode import NodeFacts
 from .cgroupfs.model import CgroupReading, Pressure, PressureLine, ProcStat
 from .cgroupfs.reader import CgroupReader, read_text
 from .identity import HostIdentityResolver, Identity, IdentityResolver
-from .window import ContainerWindow, MinuteFold, NodeFold, Window
+from .window import ContainerWindow, CulpritKey, MinuteFold, NodeFold, Window
 
 if TYPE_CHECKING:
     from .probe import ProbeStatus, ProbeTotals, RunqHistogram, SchedProbe
@@ -61,6 +61,10 @@ class ContainerSample:
     throttled_periods: int | None
     throttled_usec: int | None
     working_set_bytes: int | None
+    # Wall-clock seconds covered by this cgroup's deltas since the sampler first saw it
+    # (contention_sampled_seconds_total): the denominator that averages a counter over
+    # the part of a window the cgroup was watched, right for cgroups younger than it.
+    sampled_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +196,7 @@ class Sampler:
                     cpu_limit_cores=cw.cpu_limit_cores,
                     memory_limit_bytes=cw.memory_limit_bytes,
                     folds=deque(cw.folds),
+                    first_seen=cw.first_seen,
                 )
             w.node = deque(self._node_folds)
             w.node_cpu_cores = self.cpu_cores
@@ -199,6 +204,12 @@ class Sampler:
             w.others = dict(self._others)
             w.probe_loaded = self.probe is not None and self.probe.loaded
             return w
+
+    def blame_in_progress(self) -> dict[int, dict[CulpritKey, float]]:
+        """Each tracked cgroup's blame (wait seconds per culprit) in the minute that is
+        not complete yet. The exported blame share adds it to the window's complete
+        minutes, so a young victim's blame exists as soon as its stall does."""
+        return {cid: dict(f.blame_s) for cid, f in list(self._current.items()) if f.blame_s}
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="sampler", daemon=True)
@@ -514,6 +525,7 @@ class Sampler:
                 cpu_limit_cores=s.cpu_limit_cores,
                 memory_limit_bytes=s.memory_limit_bytes,
                 folds=deque(maxlen=self.window_minutes),
+                first_seen=now,
             )
         else:
             cw.identity = s.identity
@@ -533,6 +545,7 @@ class Sampler:
         at, p = prev_entry
         pr = p.reading
         fold.seconds += now - at
+        s.sampled_s = p.sampled_s + max(0.0, now - at)  # a counter: never backwards
         if r.cpu_stat is not None and pr.cpu_stat is not None:
             fold.cpu_usage_s += (_delta(r.cpu_stat.usage_usec, pr.cpu_stat.usage_usec) or 0) / 1e6
         fold.periods = _addi(fold.periods, _delta(s.periods, p.periods))

@@ -60,6 +60,9 @@ class ContainerWindow:
     cpu_limit_cores: float | None  # the quota in force (cgroup), else the spec's limit
     memory_limit_bytes: int | None
     folds: deque[MinuteFold] = field(default_factory=deque)
+    # When the sampler first saw the cgroup (epoch seconds; 0: long ago). Nothing is
+    # judged about a cgroup watched for less than sustainMinutes (docs/findings.md).
+    first_seen: float = 0.0
 
 
 @dataclass(slots=True)

@@ -205,6 +205,14 @@ def _newest_minute(window: Window) -> int | None:
     return max(newest, default=None)
 
 
+def watched(cw: ContainerWindow, clock: Clock) -> bool:
+    """Watched since the start of the first sustain minute: only then is every sustain
+    minute a whole minute of data. A container is never judged on its first seconds
+    (young series: docs/findings.md); the rules test the same with
+    ``contention_sampled_seconds_total offset <sustainMinutes>m``."""
+    return cw.first_seen <= clock.sustain[0]
+
+
 def _folds(cw: ContainerWindow, minutes: Iterable[int]) -> list[MinuteFold]:
     wanted = set(minutes)
     return [f for f in cw.folds if f.minute in wanted]
@@ -224,12 +232,15 @@ def throttle_totals(folds: list[MinuteFold], th: Thresholds) -> dict[str, Any] |
     return {"ratio": ratio, "throttled_periods": thr, "periods": per, "throttled_seconds": thr_s}
 
 
-def cpu_usage_cores(folds: list[MinuteFold]) -> float | None:
-    """Average cores used over the given minutes (``rate(usage[5m])``)."""
+def cpu_usage_cores(folds: list[MinuteFold], th: Thresholds) -> float | None:
+    """Average cores used over the minutes of the window the cgroup was watched, as
+    ``rate(usage[5m]) / rate(contention_sampled_seconds_total[5m])`` (same arithmetic
+    order): a culprit younger than the window is not understated."""
     secs = sum(f.seconds for f in folds)
     if not folds or secs <= 0:
         return None
-    return sum(f.cpu_usage_s for f in folds) / secs
+    r = float(th.window_s)
+    return (sum(f.cpu_usage_s for f in folds) / r) / (secs / r)
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,6 +399,8 @@ def evaluate(window: Window, thresholds: Thresholds, now: float) -> list[Finding
     overages: list[Overage] | None = None
 
     for cid, cw in sorted(window.containers.items(), key=lambda kv: kv[1].identity.cgroup):
+        if not watched(cw, clock):
+            continue  # too young to judge (it can still be a culprit)
         victim = Victim(cid, cw.identity)
         vname = cw.identity.name
         wfolds = _folds(cw, clock.window)
@@ -504,7 +517,7 @@ def _cpu_stall_findings(
             continue
         assert isinstance(b.key, int) and b.identity is not None
         ccw = window.containers.get(b.key)
-        usage = cpu_usage_cores(_folds(ccw, clock.window)) if ccw is not None else None
+        usage = cpu_usage_cores(_folds(ccw, clock.window), th) if ccw is not None else None
         request = b.identity.cpu_request_cores
         if usage is not None and request is not None and usage <= request:
             continue  # inside its request: entitled to the CPU, not the problem
@@ -604,7 +617,7 @@ def _memory_pressure(
     if top is not None and _ge(top.share, th.mem_culprit_share):
         assert top.share is not None
         ccw = window.containers.get(top.cgroup_id)
-        usage = cpu_usage_cores(_folds(ccw, clock.window)) if ccw is not None else None
+        usage = cpu_usage_cores(_folds(ccw, clock.window), th) if ccw is not None else None
         named = classify_culprit(top.cgroup_id, identities(window))
         culprit = Culprit(
             kind=str(named.kind),

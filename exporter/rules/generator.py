@@ -7,7 +7,12 @@ same per-minute arithmetic as the Python evaluator (``exporter.findings.evaluato
   "stalled for two consecutive minutes" is part of the expression (no ``for:``): the
   alert state is a pure function of the data, exactly like the evaluator's verdict;
 * the throttling gate is ``unless on(<node>, cgroup) (throttled ratio >= max)``;
-* a culprit is dropped ``unless`` its usage is at or below its own request;
+* a culprit is dropped ``unless`` its usage is at or below its own request; usage is
+  ``rate(usage[w]) / rate(contention_sampled_seconds_total[w])``, the average over the
+  part of the window the culprit was watched, so a young culprit is not understated;
+* a victim is judged only once it has been watched for ``sustainMinutes``
+  (``contention_sampled_seconds_total offset <sustain>m`` exists): before that the
+  per-minute rates would cover a series younger than their range;
 * node memory pressure is joined ``on(<node labels>)``.
 
 Users customise the thresholds file, never the generated YAML.
@@ -52,6 +57,7 @@ R_THROTTLE_S = "cgroup:contention_cpu_cfs_throttled_seconds:rate{w}"
 R_P99 = "cgroup:contention_runqueue_latency_seconds:p99_rate1m"
 R_RUNQ_EVENTS = "cgroup:contention_runqueue_events:rate1m"
 R_USAGE = "cgroup:contention_cpu_usage:rate{w}"
+R_WATCHED = "cgroup:contention_sampled_seconds:watched_sustain"
 R_USAGE_OVER_REQ = "cgroup:contention_cpu_usage_over_request:ratio_rate{w}"
 R_MEM_SOME = "cgroup:contention_memory_pressure_waiting:ratio_rate1m"
 R_MEM_FULL = "cgroup:contention_memory_pressure_stalled:ratio_rate1m"
@@ -186,7 +192,11 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
         rl(R_THROTTLE_S.format(w=w), f"rate(contention_cpu_cfs_throttled_seconds_total[{w}])"),
         rl(R_P99, f"histogram_quantile(0.99, rate({M_BUCKET}[1m]))"),
         rl(R_RUNQ_EVENTS, f"rate({M_COUNT}[1m])"),
-        rl(R_USAGE.format(w=w), f"rate(contention_cpu_usage_seconds_total[{w}])"),
+        rl(
+            R_USAGE.format(w=w),
+            f"rate(contention_cpu_usage_seconds_total[{w}])\n/ {cgroup_on}\n"
+            f"rate(contention_sampled_seconds_total[{w}])",
+        ),
         rl(
             R_USAGE_OVER_REQ.format(w=w),
             f"{R_USAGE.format(w=w)} / {cgroup_on} group_left() contention_cpu_request_cores",
@@ -210,8 +220,17 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
             f"{R_OVERAGE} / {q.on()} group_left() sum by({q.node}) ({R_OVERAGE})",
         ),
         rl(R_MEM_CULPRIT, f"max without(cgroup, namespace, pod, container) (\n  {label_copies}\n)"),
+        # Victims old enough to judge: watched since the start of the sustain minutes.
+        rl(
+            R_WATCHED,
+            _flag(f"contention_sampled_seconds_total offset {th.sustain_minutes}m"),
+        ),
         # Decisions (value 1), seed 000's gating, one term per sustain minute.
-        rl(R_CPU_STALLED, _flag(_and_minutes([q.cpu_stalled(k) for k in sustain]))),
+        rl(
+            R_CPU_STALLED,
+            _flag(_and_minutes([q.cpu_stalled(k) for k in sustain]))
+            + f"\nand {cgroup_on} {R_WATCHED}",
+        ),
         rl(
             R_CPU_VICTIM,
             f"{R_CPU_STALLED}\nunless {cgroup_on}\n"
@@ -249,7 +268,8 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
                 _and_minutes(
                     [f"({q.mem_stalled(k)}) and {q.on()} {q.node_mem(k)}" for k in sustain]
                 )
-            ),
+            )
+            + f"\nand {cgroup_on} {R_WATCHED}",
         ),
         rl(
             R_MEM_THRASH,
@@ -261,7 +281,8 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
                         for k in sustain
                     ]
                 )
-            ),
+            )
+            + f"\nand {cgroup_on} {R_WATCHED}",
         ),
         rl(
             R_MEM_CRIT,
@@ -364,7 +385,7 @@ def alert_rules(th: Thresholds) -> list[dict[str, Any]]:
 
     nn = f"{R_BLAME_CULPRIT} and {on_v} {R_CPU_VICTIM}"
     contended = f"{R_CPU_VICTIM} unless {on_v} {R_BLAME_CULPRIT}"
-    throttled = f"{R_THROTTLE.format(w=q.w)} >= {num(th.throttled_ratio)}"
+    throttled = f"{R_THROTTLE.format(w=q.w)} >= {num(th.throttled_ratio)}\nand {on_v} {R_WATCHED}"
     mp = (
         f"({R_MEM_PRESSURE} * {q.on()} group_left({mem_labels}) {R_MEM_CULPRIT})\n"
         f"or\n({R_MEM_PRESSURE} unless {q.on()} {R_MEM_CULPRIT})"

@@ -14,6 +14,8 @@ A scenario (YAML)::
         kind: container              # CgroupKind value (default container)
         namespace: shop              # pod, container, pod_uid likewise
         cpu_request: 0.5             # cores; cpu_limit, memory_request, memory_limit
+        start: 0                     # minute the exporter first sees it (default 0):
+                                     # no series before, its values for earlier minutes unused
         series:                      # per-minute values (see below)
           cpu_usage_s: 30
           cpu_some_s: {0: 0, 4: 15}
@@ -118,6 +120,7 @@ class Member:
     identity: Identity
     tracked: bool
     series: dict[str, Any] = field(default_factory=dict)
+    start: int = 0  # minute of its first sample (a young container when > 0)
 
 
 @dataclass
@@ -145,12 +148,15 @@ class Scenario:
             if not mem.tracked:
                 w.others[mem.cgroup_id] = mem.identity
                 continue
+            if t < mem.start * 60:
+                continue  # not seen yet
             cw = ContainerWindow(
                 identity=mem.identity,
                 cgroup_id=mem.cgroup_id,
                 cpu_limit_cores=mem.identity.cpu_limit_cores,
                 memory_limit_bytes=mem.identity.memory_limit_bytes,
-                folds=deque(self._fold(name, m) for m in keep),
+                folds=deque(self._fold(name, m) for m in keep if m >= mem.start),
+                first_seen=float(mem.start * 60),
             )
             w.containers[mem.cgroup_id] = cw
         for m in keep:
@@ -219,22 +225,31 @@ class Scenario:
             body = ",".join(f'{k}="{v}"' for k, v in pairs if v)
             return "{" + body + "}"
 
+        start = 0  # the member being written: no samples before this minute
+
         def counter(metric: str, lab: str, deltas: list[float]) -> None:
-            cum, vals = 0.0, ["0"]
-            for d in deltas:
+            cum, vals = 0.0, ["_"] * start + ["0"]
+            for d in deltas[start:]:
                 cum += d
                 vals.append(_fmt(cum))
             out.append({"series": metric + lab, "values": " ".join(vals)})
 
         def gauge(metric: str, lab: str, values: list[float | None]) -> None:
-            vals = ["_" if v is None else _fmt(v) for v in values]
+            # A gauge sampled at minute k holds minute k-1's value: none until the
+            # member's first minute is complete (the evaluator has no fold before).
+            vals = [
+                "_" if v is None or (start > 0 and k <= start) else _fmt(v)
+                for k, v in enumerate(values)
+            ]
             out.append({"series": metric + lab, "values": " ".join(vals)})
 
         for name, mem in self.members.items():
             if not mem.tracked:
                 continue
+            start = mem.start
             ident, pm = mem.identity, self.per_minute[name]
             lab = labels(ident)
+            counter("contention_sampled_seconds_total", lab, [60.0] * n)
             counter("contention_cpu_usage_seconds_total", lab, pm["cpu_usage_s"])
             for key, metric in (
                 ("periods", "contention_cpu_cfs_periods_total"),
@@ -275,7 +290,7 @@ class Scenario:
                 if value is not None:
                     gauge(metric, lab, [float(value)] * (n + 1))
             if name in self.runq:
-                slots = self.runq[name]
+                slots = self.runq[name][start:]
                 running = [0] * len(slots[0])
                 cums: list[list[int]] = [list(running)]
                 for s in slots:
@@ -283,7 +298,7 @@ class Scenario:
                     cums.append(list(running))
                 for i, bound in enumerate((*RUNQ_BOUNDS_S, float("inf"))):
                     le = "+Inf" if i == len(RUNQ_BOUNDS_S) else le_label(bound)
-                    vals = [str(sum(c[: i + 1])) for c in cums]
+                    vals = ["_"] * start + [str(sum(c[: i + 1])) for c in cums]
                     out.append(
                         {
                             "series": "contention_runqueue_latency_seconds_bucket"
@@ -294,7 +309,7 @@ class Scenario:
                 out.append(
                     {
                         "series": "contention_runqueue_latency_seconds_count" + lab,
-                        "values": " ".join(str(sum(c)) for c in cums),
+                        "values": " ".join(["_"] * start + [str(sum(c)) for c in cums]),
                     }
                 )
             if name in self.blame:
@@ -327,7 +342,7 @@ class Scenario:
             for k, row in enumerate(per_t):
                 v = row.get(lab)
                 # Absent from the top K: the exporter stops exporting it; 0 decides the same.
-                vals.append("_" if k == 0 else _fmt(v if v is not None else 0.0))
+                vals.append("_" if k <= mem.start else _fmt(v if v is not None else 0.0))
             out.append(
                 {
                     "series": "contention_blame_share" + labels(mem.identity, **dict(lab)),
@@ -358,6 +373,7 @@ _IDENT_KEYS = {
     "opted_out",
     "series",
     "id",
+    "start",
 }
 
 
@@ -383,7 +399,11 @@ def _member(d: dict[str, Any], tracked: bool, next_id: int) -> Member:
         memory_limit_bytes=int(mem_lim) if mem_lim is not None else None,
         opted_out=bool(d.get("opted_out", False)),
     )
-    return Member(name, int(d.get("id", next_id)), ident, tracked, dict(d.get("series") or {}))
+    start = int(d.get("start", 0))
+    if start < 0 or (start and not tracked):
+        raise ScenarioError(f"member {name}: start must be >= 0 and only on a tracked container")
+    series = dict(d.get("series") or {})
+    return Member(name, int(d.get("id", next_id)), ident, tracked, series, start)
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -460,6 +480,16 @@ def parse_scenario(doc: dict[str, Any], source: str = "scenario") -> Scenario:
                     raise ScenarioError(f"{name}.blame: unknown culprit {key!r}")
                 cols_b[ck] = _expand(spec, n, f"{name}.blame.{key}")
             blame[name] = [{k: v[m] for k, v in cols_b.items()} for m in range(n)]
+    for name, mem in members.items():
+        if mem.start >= n:
+            raise ScenarioError(f"{name}: start {mem.start} is not before minute {n}")
+        for victim, brows in blame.items():
+            early = [m for m in range(mem.start) if brows[m].get(mem.cgroup_id)]
+            if early:
+                raise ScenarioError(
+                    f"{victim}.blame: {name} blamed at minute {early[0]}, "
+                    f"before it starts (minute {mem.start})"
+                )
     node = {k: _expand(v, n, f"node.{k}") for k, v in (doc.get("node") or {}).items()}
     return Scenario(
         name=str(doc["name"]),

@@ -229,6 +229,8 @@ def test_rules_print_config(capsys: pytest.CaptureFixture[str]) -> None:
         ({"series": {"runq": {"events": 1, "over_20ms": 2}}}, "need events>=20ms"),
         ({"series": {"blame": {"ghost": 1}}}, "unknown culprit"),
         ({"colour": "red"}, "unknown keys"),
+        ({"start": 3}, "is not before minute 3"),
+        ({"start": 1, "series": {"blame": {"a": 1}}}, "blamed at minute 0, before it starts"),
     ],
 )
 def test_scenario_errors(patch: dict[str, Any], needle: str) -> None:

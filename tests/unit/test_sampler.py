@@ -171,6 +171,28 @@ def test_deltas_fold_into_complete_minutes(tree: Tree) -> None:
     assert nf.context_switches == 1200
 
 
+def test_sampled_seconds_and_first_seen(tree: Tree) -> None:
+    """contention_sampled_seconds_total counts the time the deltas cover; the window
+    remembers when the cgroup was first seen (the evaluator's young-series gate)."""
+    s = tree.sampler()
+    tree.cgroup("/a")
+    snap = s.run_once(now=605.0)
+    assert snap.containers[0].sampled_s == 0.0  # first sight: a baseline
+    s.run_once(now=610.0)
+    tree.cgroup("/b")  # appears later: its own clock
+    s.run_once(now=625.0)
+    snap = s.run_once(now=640.0)
+    by = {c.identity.cgroup: c for c in snap.containers}
+    assert by["/a"].sampled_s == pytest.approx(35.0)
+    assert by["/b"].sampled_s == pytest.approx(15.0)
+    w = s.window()
+    first = {cw.identity.cgroup: cw.first_seen for cw in w.containers.values()}
+    assert first == {"/a": 605.0, "/b": 625.0}
+    s.run_once(now=630.0)  # the wall clock stepped back: the counter must not
+    snap = s.run_once(now=631.0)
+    assert {c.identity.cgroup: c.sampled_s for c in snap.containers}["/a"] == pytest.approx(36.0)
+
+
 def test_counter_reset_is_a_fresh_baseline(tree: Tree) -> None:
     s = tree.sampler()
     tree.cgroup("/a", usage=5_000_000)
@@ -341,6 +363,8 @@ def test_probe_deltas_fold_into_owners(tree: Tree) -> None:
     )
     snap = s.run_once(now=610.0)
     assert snap.probe is not None
+    # Minute 600 is not complete: its blame is "in progress" (the exported share adds it).
+    assert s.blame_in_progress()[ids[victim]][ids[hog]] == pytest.approx(0.3)
     hist = snap.probe.runq[ids[victim]]
     assert hist.counts[3] == 20 and hist.sum_s == pytest.approx(0.75)
     s.run_once(now=660.0)  # completes minute 600
@@ -352,6 +376,7 @@ def test_probe_deltas_fold_into_owners(tree: Tree) -> None:
         ids[victim]: pytest.approx(0.1),
         CULPRIT_IDLE: pytest.approx(0.05),
     }
+    assert s.blame_in_progress() == {}  # minute 660 has no probe data yet
     hog_fold = s.window().containers[ids[hog]].folds[0]
     assert hog_fold.runq_buckets == [0] * RUNQ_SLOTS  # loaded, no waits: zero, not None
 
@@ -359,3 +384,33 @@ def test_probe_deltas_fold_into_owners(tree: Tree) -> None:
     sub.rmdir()
     snap = s.run_once(now=670.0)
     assert snap.probe is not None and snap.probe.runq[ids[victim]].counts[3] == 20
+
+
+def test_exported_blame_share_counts_the_minute_in_progress(tree: Tree) -> None:
+    """A young victim's contention_blame_share exists before its first minute is
+    complete (the rules' young-series gate opens with blame to judge); the evaluator's
+    own window keeps to complete minutes."""
+    from exporter.assemble import Assembly
+    from exporter.findings import load_thresholds
+    from exporter.probe import BlameCell, ProbeDelta
+
+    victim = tree.cgroup("/system.slice/victim.service")
+    hog = tree.cgroup("/system.slice/hog.service")
+    ids = {p: os.stat(p).st_ino for p in (victim, hog)}
+    probe = FakeProbe()
+    s = tree.sampler(probe=probe)
+    asm = Assembly(s.facts, s, load_thresholds(), probe, None)  # type: ignore[arg-type]
+    s.run_once(now=600.0)
+    probe.deltas.append(
+        ProbeDelta(interval_s=10.0, blame={ids[victim]: {ids[hog]: BlameCell(0.3, 5)}})
+    )
+    snap = s.run_once(now=610.0)
+    v = asm.verdicts()
+    assert v is not None and v.blame[ids[victim]] == {ids[hog]: pytest.approx(0.3)}
+    fams = {m.name: m for m in asm.extra_families(snap)}
+    shares = [
+        (smp.labels["cgroup"], smp.labels["culprit_cgroup"], smp.value)
+        for smp in fams["contention_blame_share"].samples
+    ]
+    assert shares == [("/system.slice/victim.service", "/system.slice/hog.service", 1.0)]
+    assert all(not cw.folds for cw in v.window.containers.values())  # nothing complete yet
