@@ -23,7 +23,14 @@ from typing import Any
 import yaml
 
 from ..findings.thresholds import Thresholds, ThresholdsError, load_thresholds
-from .generator import HEADER, dump_yaml, render_prometheus_rule, render_rule_file
+from .generator import (
+    DEFAULT_INTERVAL,
+    HEADER,
+    check_interval,
+    dump_yaml,
+    render_prometheus_rule,
+    render_rule_file,
+)
 from .promtool import PromtoolMissing, check_rules, render_tests, unit_test_rules
 from .scenarios import ScenarioError, load_corpus
 
@@ -33,8 +40,13 @@ MANIFEST = Path("deploy/prometheusrule.yaml")
 SCENARIOS = Path("tests/scenarios")
 
 
-def render_all(th: Thresholds, scenarios_dir: Path | None) -> dict[Path, str]:
-    out = {RULE_FILE: render_rule_file(th), MANIFEST: render_prometheus_rule(th)}
+def render_all(
+    th: Thresholds, scenarios_dir: Path | None, interval: str = DEFAULT_INTERVAL
+) -> dict[Path, str]:
+    out = {
+        RULE_FILE: render_rule_file(th, interval),
+        MANIFEST: render_prometheus_rule(th, interval),
+    }
     if scenarios_dir is not None and scenarios_dir.is_dir():
         unit = [s for s in load_corpus(scenarios_dir) if s.unit]
         doc = render_tests(unit, th, "../contention.rules.yaml", with_annotations=True)
@@ -56,7 +68,7 @@ def cmd_rules_generate(args: argparse.Namespace) -> int:
     root = Path(args.out_dir)
     scen = Path(args.scenarios) if args.scenarios else root / SCENARIOS
     try:
-        files = render_all(th, scen)
+        files = render_all(th, scen, args.interval)
     except ScenarioError as e:
         sys.stderr.write(f"error: {e}\n")
         return 2
@@ -106,8 +118,25 @@ def cmd_rules_print(args: argparse.Namespace) -> int:
     if args.what == "config":
         sys.stdout.write(dump_yaml(th.to_yaml_dict()))
     else:
-        sys.stdout.write(render_rule_file(th))
+        sys.stdout.write(render_rule_file(th, args.interval))
     return 0
+
+
+def _interval(text: str) -> str:
+    try:
+        return check_interval(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+_INTERVAL_ARGS = ("--interval",)
+_INTERVAL_KW = {
+    "type": _interval,
+    "default": DEFAULT_INTERVAL,
+    "metavar": "DURATION",
+    "help": "how often Prometheus evaluates the rule group (default: %(default)s; the "
+    "committed files use the default)",
+}
 
 
 def register(subparsers: Any) -> None:
@@ -135,10 +164,12 @@ def register(subparsers: Any) -> None:
     g.add_argument(
         "--verify", action="store_true", help="write nothing; exit 1 if any file is stale"
     )
+    g.add_argument(*_INTERVAL_ARGS, **_INTERVAL_KW)
     g.set_defaults(handler=cmd_rules_generate)
     p = sub.add_parser("print", help="print the effective config or rule file to stdout")
     p.add_argument("what", choices=["config", "rules"])
     p.add_argument("--config", default=None, metavar="FILE", help="thresholds YAML override")
+    p.add_argument(*_INTERVAL_ARGS, **_INTERVAL_KW)
     p.set_defaults(handler=cmd_rules_print)
 
     def _help(_args: argparse.Namespace) -> int:

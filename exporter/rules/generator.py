@@ -20,6 +20,7 @@ Users customise the thresholds file, never the generated YAML.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -429,11 +430,25 @@ def alert_rules(th: Thresholds) -> list[dict[str, Any]]:
     return out
 
 
-def rule_groups(th: Thresholds) -> dict[str, Any]:
+DEFAULT_INTERVAL = "1m"
+_DURATION = re.compile(r"^([0-9]+(ms|s|m|h))+$")
+
+
+def check_interval(interval: str) -> str:
+    """A Prometheus duration for the group's ``interval`` (ValueError otherwise)."""
+    if not _DURATION.match(interval) or not any(c in "123456789" for c in interval):
+        raise ValueError(f"interval {interval!r} is not a Prometheus duration like 30s or 1m")
+    return interval
+
+
+def rule_groups(th: Thresholds, interval: str = DEFAULT_INTERVAL) -> dict[str, Any]:
     """One group: rules in a group run in order at one timestamp, so the alerts see
-    this evaluation's recorded decisions (across groups they could lag a minute)."""
+    this evaluation's recorded decisions (across groups they could lag a minute).
+
+    ``interval``: how often Prometheus evaluates it. The rules are minute-based, so
+    1m is enough for the verdicts; a shorter interval only fires and resolves sooner."""
     rules = recording_rules(th) + alert_rules(th)
-    return {"groups": [{"name": GROUP, "interval": "1m", "rules": rules}]}
+    return {"groups": [{"name": GROUP, "interval": check_interval(interval), "rules": rules}]}
 
 
 class _Dumper(yaml.SafeDumper):
@@ -457,11 +472,11 @@ def dump_yaml(doc: Any) -> str:
     return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
 
 
-def render_rule_file(th: Thresholds) -> str:
-    return HEADER + dump_yaml(rule_groups(th))
+def render_rule_file(th: Thresholds, interval: str = DEFAULT_INTERVAL) -> str:
+    return HEADER + dump_yaml(rule_groups(th, interval))
 
 
-def render_prometheus_rule(th: Thresholds) -> str:
+def render_prometheus_rule(th: Thresholds, interval: str = DEFAULT_INTERVAL) -> str:
     doc = {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
@@ -472,6 +487,6 @@ def render_prometheus_rule(th: Thresholds) -> str:
                 "app.kubernetes.io/component": "rules",
             },
         },
-        "spec": rule_groups(th),
+        "spec": rule_groups(th, interval),
     }
     return HEADER + dump_yaml(doc)

@@ -212,12 +212,13 @@ class Proc:
 
 
 def prepare_rule_file(generated: str, out_path: str) -> str:
-    """Copy a generated rule file with the group evaluated every
-    :data:`RULE_EVAL_INTERVAL`; checked with ``promtool check rules``."""
+    """Copy a generated rule file (``rules generate --interval`` :data:`RULE_EVAL_INTERVAL`)
+    for Prometheus, after ``promtool check rules``."""
     with open(generated) as f:
         doc = yaml.safe_load(f)
-    for g in doc["groups"]:
-        g["interval"] = RULE_EVAL_INTERVAL
+    intervals = {g.get("interval") for g in doc["groups"]}
+    if intervals != {RULE_EVAL_INTERVAL}:
+        raise ChainError(f"{generated}: group intervals {intervals}, want {RULE_EVAL_INTERVAL}")
     with open(out_path, "w") as f:
         yaml.safe_dump(doc, f, sort_keys=False, width=4096)
     res = subprocess.run(

@@ -40,7 +40,13 @@ from exporter.labs.demo import probe_env
 from exporter.labs.exporter_proc import ExporterError, ExporterProcess, exporter_command
 from exporter.labs.replay import REPLAYS, ReplayLab, ReplayRun
 from exporter.labs.scenarios import LabRun, MetadataFile, finding_key, write_short_window_config
-from tests.e2e.chain import Chain, ChainError, missing_binaries, prepare_rule_file
+from tests.e2e.chain import (
+    RULE_EVAL_INTERVAL,
+    Chain,
+    ChainError,
+    missing_binaries,
+    prepare_rule_file,
+)
 from tests.e2e.dashboard_queries import all_panel_queries
 
 REPLAY_STALL_SECONDS = 150.0
@@ -217,7 +223,17 @@ def _monitor(e2e: E2E, stop: threading.Event) -> None:
 def _generate_rules(workdir: str, config: str) -> str:
     out_dir = os.path.join(workdir, "generated")
     res = subprocess.run(
-        [*exporter_command(), "rules", "generate", "--config", config, "--out-dir", out_dir],
+        [
+            *exporter_command(),
+            "rules",
+            "generate",
+            "--config",
+            config,
+            "--out-dir",
+            out_dir,
+            "--interval",
+            RULE_EVAL_INTERVAL,
+        ],
         capture_output=True,
         text=True,
         timeout=120,

@@ -212,6 +212,19 @@ def test_rules_generate_writes_and_verifies(
     assert "unknown key(s) blameshare" in capsys.readouterr().err
 
 
+def test_rules_interval_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _rules_cli("rules", "print", "rules", "--interval", "30s") == 0
+    doc = yaml.safe_load(capsys.readouterr().out)
+    assert [g["interval"] for g in doc["groups"]] == ["30s"]
+    out = str(tmp_path)
+    assert _rules_cli("rules", "generate", "--out-dir", out, "--interval", "2s") == 0
+    assert "interval: 2s" in (tmp_path / MANIFEST).read_text()
+    for bad in ("0s", "1x", "30"):
+        with pytest.raises(SystemExit):
+            _rules_cli("rules", "print", "rules", "--interval", bad)
+        assert "not a Prometheus duration" in capsys.readouterr().err
+
+
 def test_rules_print_config(capsys: pytest.CaptureFixture[str]) -> None:
     assert _rules_cli("rules", "print", "config") == 0
     printed = yaml.safe_load(capsys.readouterr().out)
