@@ -205,12 +205,20 @@ def _newest_minute(window: Window) -> int | None:
     return max(newest, default=None)
 
 
+# A container first seen this long after the start of the first sustain minute still
+# counts as watched for it: the evaluator's fractions divide by the seconds actually
+# watched, so 45 s of a minute is a whole enough minute (the rules' rate() over a fixed
+# range has no such correction: they wait the full sustainMinutes, 0-15 s longer).
+WATCH_GRACE_S = 15.0
+
+
 def watched(cw: ContainerWindow, clock: Clock) -> bool:
-    """Watched since the start of the first sustain minute: only then is every sustain
-    minute a whole minute of data. A container is never judged on its first seconds
-    (young series: docs/findings.md); the rules test the same with
-    ``contention_sampled_seconds_total offset <sustainMinutes>m``."""
-    return cw.first_seen <= clock.sustain[0]
+    """Watched (nearly) since the start of the first sustain minute: only then is each
+    sustain minute a (nearly) whole minute of data, and a container is never judged on
+    its first seconds (young series: docs/findings.md). The rules test
+    ``contention_sampled_seconds_total offset <sustainMinutes>m``: the same on whole
+    minutes, as in the scenario corpus."""
+    return cw.first_seen <= clock.sustain[0] + WATCH_GRACE_S
 
 
 def _folds(cw: ContainerWindow, minutes: Iterable[int]) -> list[MinuteFold]:

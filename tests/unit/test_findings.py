@@ -376,3 +376,35 @@ def test_the_minute_that_just_ended_may_not_be_folded_yet(th: Thresholds) -> Non
     assert [f.kind for f in evaluate(w, th, T)] == [Kind.CPU_CONTENDED]  # at 99:00
     assert [f.kind for f in evaluate(w, th, T + 61)] == [Kind.CPU_CONTENDED]  # 100:01
     assert evaluate(w, th, T + 121) == []  # 101:01: two minutes without data
+
+
+@pytest.mark.parametrize(
+    ("first_seen", "judged"),
+    [
+        (0.0, True),  # long ago
+        (97 * 60, True),  # since the start of the first sustain minute (97)
+        (97 * 60 + 15, True),  # 15 s into it: 45 s of that minute watched, enough
+        (97 * 60 + 16, False),  # later: the minute is not a whole minute of data
+        (98 * 60, False),  # only the latest minute watched
+    ],
+)
+def test_nothing_is_judged_before_sustain_minutes_of_watching(
+    th: Thresholds, first_seen: float, judged: bool
+) -> None:
+    """A young container is not judged on its first seconds (young series), whatever
+    its folds say; old enough, the same folds give the finding."""
+    throttled = [
+        fold(
+            m,
+            cpu_usage_s=12.0,
+            periods=600,
+            throttled_periods=500,
+            cpu_some_s=50.0,
+            cpu_full_s=45.0,
+        )
+        for m in range(97, 99)
+    ]
+    c = cw(10, ident("api", cpu_limit_cores=0.2), throttled)
+    c.first_seen = first_seen
+    kinds = [f.kind for f in evaluate(window(c), th, T)]
+    assert kinds == ([Kind.CPU_THROTTLED] if judged else [])
