@@ -270,7 +270,7 @@ def register_subcommands(subparsers: Any) -> None:
     p.add_argument(
         "--seconds",
         type=float,
-        default=150.0,
+        default=180.0,
         metavar="S",
         help="give up waiting for the findings after this long (default: %(default)s)",
     )
