@@ -17,6 +17,12 @@ Kubernetes layouts recognised (anywhere in the path, so a nested kubelet root wo
   ``docker-<id>.scope``; with cgroupfs the leaf is the bare container ID (containerd,
   dockershim) or ``crio-<id>`` (CRI-O). CRI-O's monitor ``crio-conmon-<id>`` is not a
   container: it is classified ``OTHER`` with its pod, and not tracked.
+
+Without Kubernetes: docker ``docker-<id>.scope`` (systemd) or ``docker/<id>``
+(cgroupfs), and podman ``libpod-<id>.scope`` (systemd: ``machine.slice``, a pod's
+``machine-libpod_pod_<id>.slice``, or a rootless user's tree) or
+``libpod_parent/libpod-<id>`` (cgroupfs). Podman's ``libpod-conmon-<id>`` monitor is
+not a container.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ TRACKED_KINDS = frozenset({CgroupKind.CONTAINER, CgroupKind.SYSTEM, CgroupKind.U
 class K8sCgroup:
     pod_uid: str  # with dashes, as the API has it (a static pod: its 32-hex config hash)
     container_id: str | None  # None for the pod-level cgroup
-    runtime: str | None  # containerd, crio, docker; None when the path does not say
+    runtime: str | None  # containerd, crio, docker, podman; None when the path does not say
     qos: str  # guaranteed, burstable, besteffort
     driver: str  # systemd or cgroupfs
 
@@ -77,7 +83,8 @@ _SYSTEMD_POD = re.compile(
 )
 _KUBEPODS_SLICE = re.compile(r"^(?:.+-)?kubepods(?:-(?:besteffort|burstable))?\.slice$")
 _CGROUPFS_POD = re.compile(r"^pod(" + _UID + r")$")
-_SCOPE = re.compile(r"^(cri-containerd|crio|docker)-([0-9a-f]{12,64})\.scope$")
+_SCOPE = re.compile(r"^(cri-containerd|crio|docker|libpod)-([0-9a-f]{12,64})\.scope$")
+_LIBPOD_CGROUPFS = re.compile(r"^libpod-([0-9a-f]{12,64})$")
 # A container leaf under a pod: a runtime scope (systemd) or "crio-<id>" (CRI-O, cgroupfs).
 _POD_LEAF = re.compile(r"^(cri-containerd|crio|docker)-([0-9a-f]{12,64})(?:\.scope)?$")
 _BARE_ID = re.compile(r"^[0-9a-f]{64}$")
@@ -130,14 +137,18 @@ def classify(path: str) -> tuple[CgroupKind, K8sCgroup | None]:
         return k8s
     if any(p == "kubepods" or _KUBEPODS_SLICE.match(p) for p in parts):
         return CgroupKind.SLICE, None  # kubepods and its QoS-level slices
-    if parts == ["docker"]:
-        return CgroupKind.SLICE, None  # docker's parent with the cgroupfs driver
+    if parts in (["docker"], ["libpod_parent"]):
+        return CgroupKind.SLICE, None  # docker's / podman's parent with cgroupfs
     leaf = parts[-1]
     sm = _SCOPE.match(leaf)
-    if sm is not None and sm.group(1) == "docker":
-        return CgroupKind.CONTAINER, K8sCgroup("", sm.group(2), "docker", "", "systemd")
+    if sm is not None and sm.group(1) in ("docker", "libpod"):
+        runtime = "docker" if sm.group(1) == "docker" else "podman"
+        return CgroupKind.CONTAINER, K8sCgroup("", sm.group(2), runtime, "", "systemd")
     if len(parts) == 2 and parts[0] == "docker" and _BARE_ID.match(leaf):
         return CgroupKind.CONTAINER, K8sCgroup("", leaf, "docker", "", "cgroupfs")
+    lm = _LIBPOD_CGROUPFS.match(leaf)
+    if len(parts) == 2 and parts[0] == "libpod_parent" and lm is not None:
+        return CgroupKind.CONTAINER, K8sCgroup("", lm.group(1), "podman", "", "cgroupfs")
     if parts[0] == "system.slice" or path == "/init.scope":
         if _UNIT.search(leaf):
             return CgroupKind.SYSTEM, None

@@ -58,6 +58,17 @@ CASES: list[tuple[str, CgroupKind, tuple[str, str | None, str | None, str, str] 
     (f"/docker/{CID}", C.CONTAINER, ("", CID, "docker", "", "cgroupfs")),
     ("/docker", C.SLICE, None),
     ("/docker/not-an-id", C.OTHER, None),
+    # podman without Kubernetes
+    (f"/machine.slice/libpod-{CID}.scope", C.CONTAINER, ("", CID, "podman", "", "systemd")),
+    (
+        f"/machine.slice/machine-libpod_pod_{CID[:12]}.slice/libpod-{CID}.scope",
+        C.CONTAINER,
+        ("", CID, "podman", "", "systemd"),
+    ),
+    (f"/machine.slice/libpod-conmon-{CID}.scope", C.OTHER, None),
+    (f"/libpod_parent/libpod-{CID}", C.CONTAINER, ("", CID, "podman", "", "cgroupfs")),
+    ("/libpod_parent", C.SLICE, None),
+    ("/libpod_parent/conmon", C.OTHER, None),
     # Kubernetes, systemd driver
     ("/kubepods.slice", C.SLICE, None),
     ("/kubepods.slice/kubepods-burstable.slice", C.SLICE, None),
