@@ -193,9 +193,12 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
         rl(R_THROTTLE_S.format(w=w), f"rate(contention_cpu_cfs_throttled_seconds_total[{w}])"),
         rl(R_P99, f"histogram_quantile(0.99, rate({M_BUCKET}[1m]))"),
         rl(R_RUNQ_EVENTS, f"rate({M_COUNT}[1m])"),
+        # Matched on every label, not on(cgroup): while the API names a new pod, a
+        # cgroup has two label sets in the range, and a one-to-one on(cgroup) match
+        # would fail the whole rule. The two counters always carry the same labels.
         rl(
             R_USAGE.format(w=w),
-            f"rate(contention_cpu_usage_seconds_total[{w}])\n/ {cgroup_on}\n"
+            f"rate(contention_cpu_usage_seconds_total[{w}])\n/\n"
             f"rate(contention_sampled_seconds_total[{w}])",
         ),
         rl(

@@ -252,3 +252,60 @@ def test_scenario_errors(patch: dict[str, Any], needle: str) -> None:
     member = {"name": "a", **patch}
     with pytest.raises(ScenarioError, match=re.escape(needle)):
         parse_scenario({"name": "x", "minutes": 3, "containers": [member]})
+
+
+@needs_promtool
+def test_a_cgroup_renamed_mid_window_keeps_the_rules_working(
+    th: Thresholds, tmp_path: Path
+) -> None:
+    """While the API names a new pod, its cgroup has two label sets in one range (empty
+    pod labels, then the names). No rule may turn into a one-to-one join on the cgroup
+    alone: Prometheus would fail the whole rule ("many-to-many matching not allowed")."""
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule_groups(th)))
+    base = 'cgroup="/kubepods.slice/x.scope",instance="n:10366",job="c"'
+    named = base + ',namespace="shop",pod="api-0",container="app"'
+    before, after = "0+60x2 _x6", "_x2 120+60x6"  # renamed at minute 2
+    usage_b, usage_a = "0+30x2 _x6", "_x2 60+30x6"
+    series = [
+        {"series": f"contention_sampled_seconds_total{{{base}}}", "values": before},
+        {"series": f"contention_sampled_seconds_total{{{named}}}", "values": after},
+        {"series": f"contention_cpu_usage_seconds_total{{{base}}}", "values": usage_b},
+        {"series": f"contention_cpu_usage_seconds_total{{{named}}}", "values": usage_a},
+        {"series": f"contention_cpu_request_cores{{{named}}}", "values": "_x2 1x6"},
+    ]
+    usage = f"cgroup:contention_cpu_usage:rate{th.window_minutes}m"
+    over = f"cgroup:contention_cpu_usage_over_request:ratio_rate{th.window_minutes}m"
+    doc = {
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "promql_expr_test": [
+                    {
+                        "expr": f'{usage}{{pod=""}}',
+                        "eval_time": "3m",
+                        "exp_samples": [{"labels": f"{usage}{{{base}}}", "value": 0.5}],
+                    },
+                    {
+                        "expr": f'{usage}{{pod="api-0"}}',
+                        "eval_time": "3m",
+                        "exp_samples": [{"labels": f"{usage}{{{named}}}", "value": 0.5}],
+                    },
+                    {
+                        "expr": over,
+                        "eval_time": "4m",
+                        "exp_samples": [
+                            {"labels": f"{over}{{{base}}}", "value": 0.5},
+                            {"labels": f"{over}{{{named}}}", "value": 0.5},
+                        ],
+                    },
+                ],
+            }
+        ],
+    }
+    test_file = tmp_path / "renamed.test.yaml"
+    test_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    res = pt.unit_test_rules(test_file)
+    assert res.ok, res.output[-5000:]
