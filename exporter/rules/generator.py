@@ -11,8 +11,8 @@ same per-minute arithmetic as the Python evaluator (``exporter.findings.evaluato
   ``rate(usage[w]) / rate(contention_sampled_seconds_total[w])``, the average over the
   part of the window the culprit was watched, so a young culprit is not understated;
 * a victim is judged only once it has been watched for ``sustainMinutes``
-  (``contention_sampled_seconds_total offset <sustain>m`` exists): before that the
-  per-minute rates would cover a series younger than their range;
+  (``contention_sampled_seconds_total offset <sustain>m`` exists for the same label
+  set): before that the per-minute rates would cover a series younger than their range;
 * node memory pressure is joined ``on(<node labels>)``.
 
 Users customise the thresholds file, never the generated YAML.
@@ -225,6 +225,8 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
         ),
         rl(R_MEM_CULPRIT, f"max without(cgroup, namespace, pod, container) (\n  {label_copies}\n)"),
         # Victims old enough to judge: watched since the start of the sustain minutes.
+        # Joined on every label: the per-minute rates are per series, so a cgroup whose
+        # labels changed (the API named its pod) has a young series to wait for.
         rl(
             R_WATCHED,
             _flag(f"contention_sampled_seconds_total offset {th.sustain_minutes}m"),
@@ -232,8 +234,7 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
         # Decisions (value 1), seed 000's gating, one term per sustain minute.
         rl(
             R_CPU_STALLED,
-            _flag(_and_minutes([q.cpu_stalled(k) for k in sustain]))
-            + f"\nand {cgroup_on} {R_WATCHED}",
+            _flag(_and_minutes([q.cpu_stalled(k) for k in sustain])) + f"\nand {R_WATCHED}",
         ),
         rl(
             R_CPU_VICTIM,
@@ -273,7 +274,7 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
                     [f"({q.mem_stalled(k)}) and {q.on()} {q.node_mem(k)}" for k in sustain]
                 )
             )
-            + f"\nand {cgroup_on} {R_WATCHED}",
+            + f"\nand {R_WATCHED}",
         ),
         rl(
             R_MEM_THRASH,
@@ -286,7 +287,7 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
                     ]
                 )
             )
-            + f"\nand {cgroup_on} {R_WATCHED}",
+            + f"\nand {R_WATCHED}",
         ),
         rl(
             R_MEM_CRIT,
@@ -389,7 +390,7 @@ def alert_rules(th: Thresholds) -> list[dict[str, Any]]:
 
     nn = f"{R_BLAME_CULPRIT} and {on_v} {R_CPU_VICTIM}"
     contended = f"{R_CPU_VICTIM} unless {on_v} {R_BLAME_CULPRIT}"
-    throttled = f"{R_THROTTLE.format(w=q.w)} >= {num(th.throttled_ratio)}\nand {on_v} {R_WATCHED}"
+    throttled = f"{R_THROTTLE.format(w=q.w)} >= {num(th.throttled_ratio)}\nand {R_WATCHED}"
     mp = (
         f"({R_MEM_PRESSURE} * {q.on()} group_left({mem_labels}) {R_MEM_CULPRIT})\n"
         f"or\n({R_MEM_PRESSURE} unless {q.on()} {R_MEM_CULPRIT})"
