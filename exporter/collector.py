@@ -16,9 +16,10 @@ from prometheus_client.registry import Collector
 
 from . import __version__
 from .cgroupfs.model import Pressure
+from .identity import IDENTITY_LABELS
 from .sampler import ContainerSample, Sampler, Snapshot
 
-LABELS = ["cgroup", "namespace", "pod", "container"]
+LABELS = list(IDENTITY_LABELS)
 _SNAP = " From the latest sampler pass."
 ExtraFamilies = Callable[[Snapshot], Iterable[Metric]]
 

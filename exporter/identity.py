@@ -15,6 +15,9 @@ from typing import Protocol
 
 from .cgroupfs.discovery import CgroupKind, CgroupRef
 
+# The labels that identify a cgroup on every per-cgroup series (values: Identity's).
+IDENTITY_LABELS = ("cgroup", "namespace", "pod", "container")
+
 
 @dataclass(frozen=True, slots=True)
 class Identity:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..findings.thresholds import Thresholds
+from ..probe.culprit import CULPRIT_LABELS
 
 # Grafana's rate window: at least four scrape intervals, grows with the zoom level.
 RATE = "$__rate_interval"
@@ -34,14 +35,6 @@ V_CGROUP = "cgroup"
 CLUSTER_LABEL = "cluster"
 
 # Labels that only the finding / blame series carry, ignored when they meet victim series.
-CULPRIT_LABELS = (
-    "culprit_kind",
-    "culprit",
-    "culprit_cgroup",
-    "culprit_namespace",
-    "culprit_pod",
-    "culprit_container",
-)
 FINDING_ONLY_LABELS = ("kind", "severity", *CULPRIT_LABELS)
 
 

@@ -10,22 +10,11 @@ from __future__ import annotations
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from ..identity import IDENTITY_LABELS
+from ..probe.culprit import CULPRIT_LABELS
 from .model import Finding
 
-FINDING_LABELS = (
-    "kind",
-    "severity",
-    "cgroup",
-    "namespace",
-    "pod",
-    "container",
-    "culprit_kind",
-    "culprit",
-    "culprit_cgroup",
-    "culprit_namespace",
-    "culprit_pod",
-    "culprit_container",
-)
+FINDING_LABELS = ("kind", "severity", *IDENTITY_LABELS, *CULPRIT_LABELS)
 
 
 def finding_labels(f: Finding) -> tuple[str, ...]:

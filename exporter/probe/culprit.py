@@ -14,6 +14,17 @@ from ..window import CULPRIT_IDLE, CULPRIT_UNATTRIBUTED, CulpritKey
 ROOT_CGROUP_ID = 1
 
 
+# The labels naming a culprit on blame, finding and alert series (Culprit.labels()).
+CULPRIT_LABELS = (
+    "culprit_kind",
+    "culprit",
+    "culprit_cgroup",
+    "culprit_namespace",
+    "culprit_pod",
+    "culprit_container",
+)
+
+
 class CulpritKind(StrEnum):
     POD = "pod"  # a container (Kubernetes, or docker in host mode)
     SYSTEM = "system"  # a systemd unit, a user slice, any other named cgroup
@@ -32,14 +43,8 @@ class Culprit:
     container: str = ""
 
     def labels(self) -> dict[str, str]:
-        return {
-            "culprit_kind": str(self.kind),
-            "culprit": self.culprit,
-            "culprit_cgroup": self.cgroup,
-            "culprit_namespace": self.namespace,
-            "culprit_pod": self.pod,
-            "culprit_container": self.container,
-        }
+        values = (str(self.kind), self.culprit, self.cgroup, self.namespace, self.pod)
+        return dict(zip(CULPRIT_LABELS, (*values, self.container), strict=True))
 
 
 IDLE = Culprit(CulpritKind.IDLE, "idle")

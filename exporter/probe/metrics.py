@@ -27,22 +27,14 @@ from prometheus_client.core import (
     Metric,
 )
 
-from ..identity import Identity
+from ..identity import IDENTITY_LABELS, Identity
 from ..window import CulpritKey
-from .culprit import ROOT_CGROUP_ID, Culprit, CulpritKind, classify_culprit
+from .culprit import CULPRIT_LABELS, ROOT_CGROUP_ID, Culprit, CulpritKind, classify_culprit
 from .histogram import RUNQ_BOUNDS_S, cumulative_buckets
 from .model import ProbeTotals, RunqHistogram
 from .status import ProbeStatus
 
-VICTIM_LABELS = ("cgroup", "namespace", "pod", "container")
-CULPRIT_LABELS = (
-    "culprit_kind",
-    "culprit",
-    "culprit_cgroup",
-    "culprit_namespace",
-    "culprit_pod",
-    "culprit_container",
-)
+VICTIM_LABELS = IDENTITY_LABELS
 DEFAULT_TOP_K = 3
 
 
