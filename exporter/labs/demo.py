@@ -191,20 +191,7 @@ def _demo_replay(name: str, seconds: float, cfg: str, meta: MetadataFile, out: T
     lab = get_replay(name)
     out.write(lab.describe() + "\n\n")
     with ReplayRun(lab, stall_seconds=seconds + 15, metadata=meta) as run:
-        exp = ExporterProcess(
-            sample_interval=1.0,
-            probe=False,
-            extra_args=[
-                "--path.sysfs",
-                run.tree.sysfs,
-                "--path.procfs",
-                run.tree.procfs,
-                "--metadata-file",
-                meta.path,
-                "--config",
-                cfg,
-            ],
-        )
+        exp = run.exporter(cfg)
         try:
             exp.start()
             out.write(f"exporter on {exp.url} reading {run.root}; replaying\n")

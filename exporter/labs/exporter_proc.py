@@ -31,6 +31,21 @@ class ExporterError(RuntimeError):
     """The exporter did not start, died, or answered badly; the message has its log."""
 
 
+def terminate(p: subprocess.Popen[bytes], timeout: float = 10.0) -> int | None:
+    """End a process we started, by its PID: SIGTERM, then SIGKILL after ``timeout``.
+    Returns its exit status."""
+    if p.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p.pid, signal.SIGTERM)
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p.pid, signal.SIGKILL)
+            p.wait(5)
+    return p.returncode
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -252,19 +267,7 @@ class ExporterProcess:
 
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM by PID, then SIGKILL after ``timeout``; returns the exit status."""
-        p = self.popen
-        if p is None:
-            return None
-        if p.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p.pid, signal.SIGTERM)
-            try:
-                p.wait(timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p.pid, signal.SIGKILL)
-                p.wait(5)
-        return p.returncode
+        return None if self.popen is None else terminate(self.popen, timeout)
 
     def close(self) -> None:
         self.stop()

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from .exporter_proc import ExporterProcess
 from .scenarios import LAB_CONTAINER, LAB_NAMESPACE, Expect, MetadataFile
 
 GIB = 1 << 30
@@ -427,6 +428,19 @@ class ReplayRun:
             shutil.rmtree(self.root, ignore_errors=True)
         if self.error is not None:
             raise RuntimeError(f"replay {self.lab.name} failed: {self.error}") from self.error
+
+    def exporter(self, config: str, log_path: str | None = None) -> ExporterProcess:
+        """An exporter (not started; no probe) reading this replay's tree, with the
+        lab's metadata file and the threshold ``config``."""
+        args = ["--path.sysfs", self.tree.sysfs, "--path.procfs", self.tree.procfs]
+        if self.metadata is not None:
+            args += ["--metadata-file", self.metadata.path]
+        return ExporterProcess(
+            sample_interval=1.0,
+            probe=False,
+            extra_args=[*args, "--config", config],
+            log_path=log_path,
+        )
 
     def __enter__(self) -> ReplayRun:
         return self.start()

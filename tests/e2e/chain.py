@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -25,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from exporter.labs.exporter_proc import free_port
+from exporter.labs.exporter_proc import free_port, terminate
 
 PROMETHEUS = "prometheus"
 ALERTMANAGER = "prometheus-alertmanager"
@@ -198,17 +197,8 @@ class Proc:
             return ""
 
     def stop(self, timeout: float = 10.0) -> None:
-        p = self.popen
-        if p is None or p.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(p.pid, signal.SIGTERM)
-        try:
-            p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p.pid, signal.SIGKILL)
-            p.wait(5)
+        if self.popen is not None:
+            terminate(self.popen, timeout)
 
 
 def prepare_rule_file(generated: str, out_path: str) -> str:

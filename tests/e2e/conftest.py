@@ -290,21 +290,7 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
                 metadata=meta,
                 root=os.path.join(workdir, f"replay-{name}"),
             )
-            exp = ExporterProcess(
-                sample_interval=1.0,
-                probe=False,
-                extra_args=[
-                    "--path.sysfs",
-                    run.tree.sysfs,
-                    "--path.procfs",
-                    run.tree.procfs,
-                    "--metadata-file",
-                    meta.path,
-                    "--config",
-                    config,
-                ],
-                log_path=os.path.join(workdir, f"exporter-replay-{name}.log"),
-            )
+            exp = run.exporter(config, os.path.join(workdir, f"exporter-replay-{name}.log"))
             stack.callback(exp.close)
             stack.callback(run.stop)
             exp.start(timeout=60)
