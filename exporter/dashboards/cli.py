@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..findings.thresholds import ThresholdsError, load_thresholds
+from ..generated_files import sync
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -35,27 +36,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         return 2
     root = Path(args.out_dir)
     files = render_all(th)
-    if args.check:
-        stale = [p for p, text in files.items() if _read(root / p) != text]
-        for p in stale:
-            sys.stderr.write(f"out of date: {p} (run `contention-exporter dashboards generate`)\n")
-        return 1 if stale else 0
-    for p, text in files.items():
-        target = root / p
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if _read(target) != text:
-            target.write_text(text, encoding="utf-8")
-            print(f"wrote {target}")
-        else:
-            print(f"unchanged {target}")
-    return 0
-
-
-def _read(p: Path) -> str | None:
-    try:
-        return p.read_text(encoding="utf-8")
-    except OSError:
-        return None
+    return sync(root, files, verify=args.check, command="contention-exporter dashboards generate")
 
 
 def register_subcommands(subparsers: Any) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from ..findings.thresholds import Thresholds, ThresholdsError, load_thresholds
+from ..generated_files import sync
 from .generator import (
     DEFAULT_INTERVAL,
     HEADER,
@@ -72,19 +73,9 @@ def cmd_rules_generate(args: argparse.Namespace) -> int:
     except ScenarioError as e:
         sys.stderr.write(f"error: {e}\n")
         return 2
+    rc = sync(root, files, verify=args.verify, command="contention-exporter rules generate")
     if args.verify:
-        stale = [p for p, text in files.items() if _read(root / p) != text]
-        for p in stale:
-            sys.stderr.write(f"out of date: {p} (run `contention-exporter rules generate`)\n")
-        return 1 if stale else 0
-    for p, text in files.items():
-        target = root / p
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if _read(target) != text:
-            target.write_text(text, encoding="utf-8")
-            print(f"wrote {target}")
-        else:
-            print(f"unchanged {target}")
+        return rc
     if args.check:
         try:
             res = check_rules(root / RULE_FILE)
@@ -100,13 +91,6 @@ def cmd_rules_generate(args: argparse.Namespace) -> int:
             sys.stderr.write(f"error: {e}\n")
             return 1
     return 0
-
-
-def _read(p: Path) -> str | None:
-    try:
-        return p.read_text(encoding="utf-8")
-    except OSError:
-        return None
 
 
 def cmd_rules_print(args: argparse.Namespace) -> int:
