@@ -41,7 +41,7 @@ from types import TracebackType
 from typing import Any
 
 from .exporter_proc import ExporterProcess
-from .scenarios import LAB_CONTAINER, LAB_NAMESPACE, Expect, MetadataFile
+from .scenarios import LAB_CONTAINER, LAB_NAMESPACE, Expect, MetadataFile, expected_lines
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -110,14 +110,7 @@ class ReplayLab:
                 f"request {req}, memory some {b.mem_some:.0%}, refaults "
                 f"{b.refaults_per_min:g}/min, limit hits {b.limit_hits_per_min:g}/min"
             )
-        lines += ["", "expected:"]
-        for e in self.expect:
-            culprit = f", heuristic culprit {e.culprit}" if e.culprit else ", no culprit"
-            lines.append(f"  {e.kind} ({e.severity}) for {e.victim}{culprit}")
-        for r in self.quiet:
-            lines.append(f"  no finding for {r}")
-        for k in self.never:
-            lines.append(f"  never {k}")
+        lines += ["", *expected_lines(self.expect, self.quiet, self.never, "heuristic culprit")]
         return "\n".join(lines)
 
 

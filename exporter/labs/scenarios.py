@@ -58,7 +58,7 @@ import fcntl
 import os
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -191,18 +191,26 @@ class Lab:
             )
         if self.one_cpu:
             lines.append(f"  every workload pinned to CPU {lab_cpu()} (sched_setaffinity)")
-        lines.append("")
-        lines.append("expected:")
-        for e in self.expect:
-            culprit = f", culprit {e.culprit}" if e.culprit else ", no culprit"
-            lines.append(f"  {e.kind} ({e.severity}) for {e.victim}{culprit}")
-        for r in self.quiet:
-            lines.append(f"  no finding for {r}")
-        for k in self.never:
-            lines.append(f"  never {k}")
+        lines += ["", *expected_lines(self.expect, self.quiet, self.never)]
         for c in self.checks:
             lines.append(f"  {c}")
         return "\n".join(lines)
+
+
+def expected_lines(
+    expect: Sequence[Expect],
+    quiet: Sequence[str],
+    never: Sequence[str],
+    culprit_word: str = "culprit",
+) -> list[str]:
+    """The "expected:" part of a lab's description (real-kernel and replayed labs)."""
+    lines = ["expected:"]
+    for e in expect:
+        culprit = f", {culprit_word} {e.culprit}" if e.culprit else ", no culprit"
+        lines.append(f"  {e.kind} ({e.severity}) for {e.victim}{culprit}")
+    lines += [f"  no finding for {r}" for r in quiet]
+    lines += [f"  never {k}" for k in never]
+    return lines
 
 
 LABS: dict[str, Lab] = {
