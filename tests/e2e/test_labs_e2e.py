@@ -32,8 +32,17 @@ import pytest
 
 from exporter.cgroupfs.discovery import CgroupKind
 from exporter.identity import Identity
-from exporter.labs.replay import REPLAYS
-from exporter.labs.scenarios import LABS, Lab, LabRun, finding_key, get_lab
+from exporter.labs.replay import REPLAYS, ReplayLab
+from exporter.labs.scenarios import (
+    LAB_CONTAINER,
+    LAB_NAMESPACE,
+    LABS,
+    Expect,
+    Lab,
+    LabRun,
+    finding_key,
+    get_lab,
+)
 from exporter.probe.culprit import classify_culprit
 from exporter.rules.generator import ALERT_NAMES
 from tests.e2e.chain import ChainError, alert_key, alert_states, wait_until
@@ -93,28 +102,33 @@ def _culprit_labels(lab: Lab, role: str, cgroup_id: int) -> dict[str, str]:
     ident = Identity(
         cgroup=lab.cgroup_path(role),
         kind=CgroupKind.OTHER,
-        namespace="lab",
+        namespace=LAB_NAMESPACE,
         pod=lab.pod(role),
-        container="app",
+        container=LAB_CONTAINER,
     )
     labels = classify_culprit(cgroup_id, {cgroup_id: ident}).labels()
     return {k: v for k, v in labels.items() if v}
 
 
+def _alert_labels(e: Expect, lab: Lab | ReplayLab, instance: str, job: str) -> dict[str, str]:
+    """An expected alert's name, severity, kind and victim labels."""
+    return {
+        "alertname": ALERT_OF[e.kind],
+        "severity": e.severity,
+        "finding": e.kind,
+        "cgroup": lab.cgroup_path(e.victim),
+        "namespace": LAB_NAMESPACE,
+        "pod": lab.pod(e.victim),
+        "container": LAB_CONTAINER,
+        "instance": instance,
+        "job": job,
+    }
+
+
 def expected_alerts(e2e: E2E, lab: Lab, run: LabRun) -> list[dict[str, str]]:
     out = []
     for e in lab.expect:
-        labels = {
-            "alertname": ALERT_OF[e.kind],
-            "severity": e.severity,
-            "finding": e.kind,
-            "cgroup": lab.cgroup_path(e.victim),
-            "namespace": "lab",
-            "pod": lab.pod(e.victim),
-            "container": "app",
-            "instance": e2e.node_instance,
-            "job": "node",
-        }
+        labels = _alert_labels(e, lab, e2e.node_instance, "node")
         if e.culprit is not None:
             labels.update(_culprit_labels(lab, e.culprit, run.cgroups[e.culprit].cgroup_id))
         out.append(labels)
@@ -413,23 +427,13 @@ def test_2_replayed_memory_lab(e2e: E2E, name: str) -> None:
     instance = f"127.0.0.1:{w.exporter.port}"
     want: list[dict[str, str]] = []
     for e in lab.expect:
-        labels = {
-            "alertname": ALERT_OF[e.kind],
-            "severity": e.severity,
-            "finding": e.kind,
-            "cgroup": lab.cgroup_path(e.victim),
-            "namespace": "lab",
-            "pod": lab.pod(e.victim),
-            "container": "app",
-            "instance": instance,
-            "job": job,
-        }
+        labels = _alert_labels(e, lab, instance, job)
         if e.culprit is not None:
             labels.update(
                 culprit_cgroup=lab.cgroup_path(e.culprit),
-                culprit_namespace="lab",
+                culprit_namespace=LAB_NAMESPACE,
                 culprit_pod=lab.pod(e.culprit),
-                culprit_container="app",
+                culprit_container=LAB_CONTAINER,
             )
         want.append(labels)
     want_keys = {_key_of(x) for x in want}
