@@ -19,7 +19,7 @@ from . import kube
 from .cgroupfs import mode
 from .cgroupfs.mode import NodeFacts
 from .findings import Finding, Thresholds, evaluate, finding_families, findings_document
-from .findings.evaluator import identities, window_blame
+from .findings.evaluator import Clock, identities, window_blame
 from .identity import HostIdentityResolver, IdentityResolver
 from .metadata_file import FileIdentityResolver
 from .sampler import Sampler, Snapshot
@@ -136,8 +136,9 @@ class Assembly:
             # The gauge's window: the complete minutes plus the minute in progress
             # (the evaluator's own blame stays on complete minutes).
             partial = self.sampler.blame_in_progress()
+            clock = Clock.at(now, th, w)
             for c in snap.containers:
-                b = window_blame(w, c.cgroup_id, now, th)
+                b = window_blame(w, c.cgroup_id, now, th, clock)
                 for key, s in partial.get(c.cgroup_id, {}).items():
                     b[key] = b.get(key, 0.0) + s
                 blame[c.cgroup_id] = b

@@ -272,20 +272,27 @@ def identities(window: Window) -> dict[int, Identity]:
 
 
 def window_blame(
-    window: Window, cgroup_id: int, now: float, th: Thresholds
+    window: Window, cgroup_id: int, now: float, th: Thresholds, clock: Clock | None = None
 ) -> dict[CulpritKey, float]:
-    """Wait seconds per culprit key over the window (the collector's ``blame_window_s``)."""
+    """Wait seconds per culprit key over the window (the collector's ``blame_window_s``).
+
+    ``clock``: ``Clock.at(now, th, window)`` when the caller has it (finding the newest
+    minute looks at every container: once per pass, not once per container)."""
     cw = window.containers.get(cgroup_id)
     seconds: dict[CulpritKey, float] = {}
     if cw is None:
         return seconds
-    for f in _folds(cw, Clock.at(now, th, window).window):
+    if clock is None:
+        clock = Clock.at(now, th, window)
+    for f in _folds(cw, clock.window):
         for key, s in (f.blame_s or {}).items():
             seconds[key] = seconds.get(key, 0.0) + s
     return seconds
 
 
-def blame_shares(window: Window, cgroup_id: int, now: float, th: Thresholds) -> list[BlameShare]:
+def blame_shares(
+    window: Window, cgroup_id: int, now: float, th: Thresholds, clock: Clock | None = None
+) -> list[BlameShare]:
     """Every culprit's share of the victim's wait over the window, largest first.
 
     Classification and shares are the probe's (``exporter.probe.metrics``), which is
@@ -293,7 +300,7 @@ def blame_shares(window: Window, cgroup_id: int, now: float, th: Thresholds) -> 
     same numbers. The victim's own cgroup is marked ``self`` here; the rules exclude it
     with a join on ``culprit_cgroup == cgroup``. Empty without probe data.
     """
-    sums = window_blame(window, cgroup_id, now, th)
+    sums = window_blame(window, cgroup_id, now, th, clock)
     idents = identities(window)
     first_key: dict[ProbeCulprit, CulpritKey] = {}
     for key in sums:
@@ -508,7 +515,7 @@ def _cpu_stall_findings(
     sev = _cpu_severity(latest, th)
     first = float(_run_start(list(cms), lambda m: cms[m].stalled(th), clock.latest))
     last = float(clock.latest + 60)
-    shares = blame_shares(window, cid, now, th)
+    shares = blame_shares(window, cid, now, th, clock)
     ev = _cpu_evidence(cms, clock, throttle)
     ev["probe_loaded"] = window.probe_loaded
     ev["blame"] = [
