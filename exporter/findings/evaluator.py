@@ -16,7 +16,7 @@ minute, the *sustain minutes* are the last ``sustainMinutes`` minutes, and the
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -291,7 +291,12 @@ def window_blame(
 
 
 def blame_shares(
-    window: Window, cgroup_id: int, now: float, th: Thresholds, clock: Clock | None = None
+    window: Window,
+    cgroup_id: int,
+    now: float,
+    th: Thresholds,
+    clock: Clock | None = None,
+    idents: Mapping[int, Identity] | None = None,
 ) -> list[BlameShare]:
     """Every culprit's share of the victim's wait over the window, largest first.
 
@@ -301,7 +306,8 @@ def blame_shares(
     with a join on ``culprit_cgroup == cgroup``. Empty without probe data.
     """
     sums = window_blame(window, cgroup_id, now, th, clock)
-    idents = identities(window)
+    if idents is None:
+        idents = identities(window)
     first_key: dict[ProbeCulprit, CulpritKey] = {}
     for key in sums:
         first_key.setdefault(classify_culprit(key, idents), key)
@@ -408,6 +414,7 @@ def evaluate(window: Window, thresholds: Thresholds, now: float) -> list[Finding
     """All findings for the window at ``now`` (epoch seconds), most severe first."""
     th = thresholds
     clock = Clock.at(now, th, window)
+    idents = identities(window)  # who every cgroup id is: built once, not per victim
     last_seen = float(clock.latest + 60)
     node = {n.minute: n for n in window.node}
     findings: list[Finding] = []
@@ -452,7 +459,9 @@ def evaluate(window: Window, thresholds: Thresholds, now: float) -> list[Finding
         # CPU stall, sustained, and not self-throttled (the hard gate).
         sustained = all(m in cms and cms[m].stalled(th) for m in clock.sustain)
         if sustained and not _ge(tratio, th.throttled_ratio_max):
-            findings.extend(_cpu_stall_findings(window, cw, cid, cms, clock, throttle, th, now))
+            findings.extend(
+                _cpu_stall_findings(window, cw, cid, cms, clock, throttle, th, now, idents)
+            )
 
         # Memory.
         sustain_folds = [by_min.get(m) for m in clock.sustain]
@@ -476,7 +485,9 @@ def evaluate(window: Window, thresholds: Thresholds, now: float) -> list[Finding
                 if overages is None:
                     overages = memory_overages(window, now, th)
                 findings.append(
-                    _memory_pressure(window, clock, cw, victim, overages, ev, sev, first, th)
+                    _memory_pressure(
+                        window, clock, cw, victim, overages, ev, sev, first, th, idents
+                    )
                 )
             elif not any(pressure) and all(_limit_hits(f) > 0 for f in sustain_folds if f):
                 findings.append(
@@ -510,12 +521,13 @@ def _cpu_stall_findings(
     throttle: dict[str, Any] | None,
     th: Thresholds,
     now: float,
+    idents: Mapping[int, Identity],
 ) -> list[Finding]:
     latest = cms[clock.latest]
     sev = _cpu_severity(latest, th)
     first = float(_run_start(list(cms), lambda m: cms[m].stalled(th), clock.latest))
     last = float(clock.latest + 60)
-    shares = blame_shares(window, cid, now, th, clock)
+    shares = blame_shares(window, cid, now, th, clock, idents)
     ev = _cpu_evidence(cms, clock, throttle)
     ev["probe_loaded"] = window.probe_loaded
     ev["blame"] = [
@@ -626,6 +638,7 @@ def _memory_pressure(
     sev: Severity,
     first: float,
     th: Thresholds,
+    idents: Mapping[int, Identity],
 ) -> Finding:
     culprit = None
     top = overages[0] if overages else None
@@ -633,7 +646,7 @@ def _memory_pressure(
         assert top.share is not None
         ccw = window.containers.get(top.cgroup_id)
         usage = cpu_usage_cores(_folds(ccw, clock.window), th) if ccw is not None else None
-        named = classify_culprit(top.cgroup_id, identities(window))
+        named = classify_culprit(top.cgroup_id, idents)
         culprit = Culprit(
             kind=str(named.kind),
             ref=named.culprit,
