@@ -22,7 +22,7 @@ from .findings import Finding, Thresholds, evaluate, finding_families, findings_
 from .findings.evaluator import Clock, identities, window_blame
 from .identity import HostIdentityResolver, IdentityResolver
 from .metadata_file import FileIdentityResolver
-from .sampler import Sampler, Snapshot
+from .sampler import ProbeSnapshot, Sampler, Snapshot
 from .window import CulpritKey, Window
 
 if TYPE_CHECKING:
@@ -113,6 +113,7 @@ class Verdicts:
     window: Window
     findings: list[Finding]
     blame: dict[int, dict[CulpritKey, float]]  # victim id -> wait seconds per culprit
+    families: list[Metric]  # probe and finding families: built here, served by scrapes
 
 
 @dataclass
@@ -129,9 +130,11 @@ class Assembly:
         self.sampler.after_pass.append(self.evaluate)
 
     def evaluate(self, snap: Snapshot) -> Verdicts:
-        """Findings and blame windows for the pass ``snap`` came from."""
+        """Findings, blame windows and their metric families for the pass ``snap`` came
+        from (classifying every victim's culprits is per-pass work, not per-scrape)."""
         th, w, now = self.thresholds, self.sampler.window(), snap.taken_at
         blame: dict[int, dict[CulpritKey, float]] = {}
+        families: list[Metric] = []
         if snap.probe is not None:
             # The gauge's window: the complete minutes plus the minute in progress
             # (the evaluator's own blame stays on complete minutes).
@@ -142,8 +145,32 @@ class Assembly:
                 for key, s in partial.get(c.cgroup_id, {}).items():
                     b[key] = b.get(key, 0.0) + s
                 blame[c.cgroup_id] = b
-        v = self._verdicts = Verdicts(now, w, evaluate(w, th, now), blame)
+            families += self._probe_families(snap, snap.probe, w, blame)
+        findings = evaluate(w, th, now)
+        families += finding_families(findings)
+        v = self._verdicts = Verdicts(now, w, findings, blame, families)
         return v
+
+    def _probe_families(
+        self,
+        snap: Snapshot,
+        probe: ProbeSnapshot,
+        w: Window,
+        blame: dict[int, dict[CulpritKey, float]],
+    ) -> list[Metric]:
+        from .probe.metrics import VictimProbeData, build_probe_families
+
+        victims = [
+            VictimProbeData(
+                identity=c.identity,
+                runq=probe.runq.get(c.cgroup_id),
+                blame_window_s=blame.get(c.cgroup_id, {}),
+            )
+            for c in snap.containers
+        ]
+        return build_probe_families(
+            victims, identities(w), probe.status, probe.totals, top_k=self.top_k
+        )
 
     def verdicts(self) -> Verdicts | None:
         if self._verdicts is None:
@@ -159,29 +186,10 @@ class Assembly:
         return findings_document(v.findings, v.at, v.window, self.thresholds)
 
     def extra_families(self, snap: Snapshot) -> Iterable[Metric]:
-        """Probe and finding families, from the same window the evaluator saw."""
+        """Probe and finding families of the latest evaluated pass (built once in
+        :meth:`evaluate`; a scrape only serialises them)."""
         v = self.verdicts()
-        if v is None:
-            return
-        if snap.probe is not None:
-            from .probe.metrics import VictimProbeData, build_probe_families
-
-            victims = [
-                VictimProbeData(
-                    identity=c.identity,
-                    runq=snap.probe.runq.get(c.cgroup_id),
-                    blame_window_s=v.blame.get(c.cgroup_id, {}),
-                )
-                for c in snap.containers
-            ]
-            yield from build_probe_families(
-                victims,
-                identities(v.window),
-                snap.probe.status,
-                snap.probe.totals,
-                top_k=self.top_k,
-            )
-        yield from finding_families(v.findings)
+        return [] if v is None else v.families
 
     def close(self) -> None:
         self.sampler.stop()

@@ -1,8 +1,10 @@
 """Prometheus exposition of the sampler's latest snapshot.
 
-Fresh metric families are built on every collect, all from one :class:`Snapshot`, so
-a scrape never mixes two passes and never touches the filesystem. Conversions to base
-units (µs → s, quota → cores) happen here and nowhere else.
+The node and cgroup families are built on every collect, all from one
+:class:`Snapshot`, so a scrape never mixes two passes and never touches the
+filesystem; ``extra`` hooks hand over families that were computed once per pass
+(probe, findings). Conversions to base units (µs → s, quota → cores) happen here and
+nowhere else.
 """
 
 from __future__ import annotations
