@@ -66,6 +66,7 @@ _Emulator: Any = kmock.KubernetesEmulator
 @attrs.define(kw_only=True)
 class PodApi(_Emulator):  # type: ignore[misc]
     rv: int = 0  # the newest resourceVersion handed out
+    inflight: set[int] = attrs.Factory(set)  # handed out, the write not yet stored
     expired_below: int = 0  # a watch from an older resourceVersion gets 410 Gone
 
     async def _serve_list(self, request: Any) -> Any:
@@ -73,7 +74,10 @@ class PodApi(_Emulator):  # type: ignore[misc]
         node = _node_of(request)
         payload["items"] = [o for o in payload["items"] if _on_node(o, node)]
         payload["kind"], payload["apiVersion"] = "PodList", "v1"
-        payload["metadata"] = {"resourceVersion": str(self.rv)}
+        # A list is as new as the last stored write, as on a real API server: claiming
+        # the rv of a write still in flight would make a watch from it skip that write.
+        done = min(self.inflight) - 1 if self.inflight else self.rv
+        payload["metadata"] = {"resourceVersion": str(done)}
         return payload
 
     async def _serve_watch(self, request: Any) -> AsyncIterator[Any]:
@@ -171,14 +175,20 @@ class Emulator:
         self.api.rv += 1
         return str(self.api.rv)
 
+    def _write(self, method: str, path: str, body: dict[str, Any]) -> None:
+        rv = self._next_rv()
+        body.setdefault("metadata", {})["resourceVersion"] = rv
+        self.api.inflight.add(int(rv))
+        try:
+            self._http(method, path, body)
+        finally:
+            self.api.inflight.discard(int(rv))
+
     def create(self, pod: dict[str, Any]) -> None:
-        pod["metadata"]["resourceVersion"] = self._next_rv()
-        ns = pod["metadata"]["namespace"]
-        self._http("POST", f"/api/v1/namespaces/{ns}/pods", pod)
+        self._write("POST", f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods", pod)
 
     def patch(self, ns: str, name: str, body: dict[str, Any]) -> None:
-        body.setdefault("metadata", {})["resourceVersion"] = self._next_rv()
-        self._http("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}", body)
+        self._write("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}", body)
 
     def delete(self, ns: str, name: str) -> None:
         self.patch(ns, name, {})  # the DELETED event carries a fresh resourceVersion
