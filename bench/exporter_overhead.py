@@ -50,9 +50,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from exporter.labs import LabCgroup, cleanup_stale  # noqa: E402
-from exporter.labs.exporter_proc import ExporterError, ExporterProcess, Scrape  # noqa: E402
 from exporter.probe.status import find_kernel_source  # noqa: E402
+from labs import LabCgroup, cleanup_stale, spawn_busy, spawn_periodic  # noqa: E402
+from labs.exporter_proc import ExporterError, ExporterProcess, Scrape  # noqa: E402
 
 STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
 LAB_PREFIX = "contention-test-ovh-"
@@ -363,9 +363,9 @@ def run(duration: float, warmup: float, scrape_every: float) -> dict[str, Any]:
         per_lab = LabCgroup.create(LAB_PREFIX + "periodic")
         labs.append(per_lab)
         pp = start_pingpong(pp_lab, cpu, load_seconds)
-        busy_lab.spawn_busy(threads=1, seconds=load_seconds)
-        thr_lab.spawn_busy(threads=1, seconds=load_seconds)
-        per_lab.spawn_periodic(work_ms=5.0, period_ms=50.0, seconds=load_seconds)
+        spawn_busy(busy_lab, threads=1, seconds=load_seconds)
+        spawn_busy(thr_lab, threads=1, seconds=load_seconds)
+        spawn_periodic(per_lab, work_ms=5.0, period_ms=50.0, seconds=load_seconds)
 
         t_load = time.monotonic()
         next_scrape = t_load

@@ -38,10 +38,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from exporter.labs import LabCgroup  # noqa: E402
 from exporter.probe import SchedProbe  # noqa: E402
 from exporter.probe.loader import program_stats  # noqa: E402
 from exporter.probe.status import find_kernel_source  # noqa: E402
+from labs import LabCgroup, spawn_busy  # noqa: E402
 
 BPF_DIR = ROOT / "bpf"
 STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
@@ -209,7 +209,7 @@ def main() -> int:
         t0 = time.monotonic()
         leader = pingpong(lab, cpu, seconds)
         if hog_lab is not None:
-            hog = hog_lab.spawn_busy(threads=1, seconds=seconds)
+            hog = spawn_busy(hog_lab, threads=1, seconds=seconds)
             for pid in (hog.pid, *hog.children):
                 os.sched_setaffinity(pid, {cpu})
         # Poll like the sampler does (every 5 s; here every second for more samples).

@@ -424,7 +424,7 @@ def measure_in_process(tree: Tree, passes: int, interval: float, renders: int) -
 
 def measure_exporter_process(tree: Tree, expect: int, timeout: float = 60.0) -> dict[str, Any]:
     """The real exporter CLI on the same tree: its RSS and one HTTP scrape."""
-    from exporter.labs.exporter_proc import ExporterError, ExporterProcess
+    from labs.exporter_proc import ExporterError, ExporterProcess
 
     exp = ExporterProcess(
         sample_interval=1.0,

@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from . import __version__, kube
 
@@ -106,12 +107,78 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .dashboards import register_subcommands as register_dashboards
     from .findings import register_subcommands as register_findings
-    from .labs.demo import register_subcommands as register_demo
 
     register_findings(sub)  # findings, diagnose, rules
     register_dashboards(sub)
-    register_demo(sub)
+    _register_demo(sub)
     return parser
+
+
+def _register_demo(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "demo",
+        help="run a contention lab on this host and show the finding it produces",
+        description=(
+            "Run one contention lab (cgroups and bounded workloads it creates and removes) "
+            "with an exporter sampling every second, and print the findings it produces "
+            "with their evidence. The labs live in the source checkout (labs/), not in "
+            "the installed package: run it from a checkout. See docs/labs.md."
+        ),
+    )
+    p.add_argument("lab", nargs="?", help="lab name (see --list)")
+    p.add_argument("--list", action="store_true", help="list the labs and exit")
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=180.0,
+        metavar="S",
+        help="give up waiting for the findings after this long (default: %(default)s)",
+    )
+    p.add_argument(
+        "--config",
+        default=None,
+        metavar="YAML",
+        help="threshold config (default: packaged thresholds with the labs' short window)",
+    )
+    p.add_argument(
+        "--no-probe",
+        dest="probe",
+        action="store_false",
+        help="run the exporter without the scheduler probe (no culprits)",
+    )
+    p.set_defaults(handler=_cmd_demo)
+
+
+def _import_labs_demo() -> Any:
+    """``labs.demo`` from the source checkout this package runs from, or None when the
+    package is installed from a wheel (the labs are not shipped)."""
+    import importlib
+    from pathlib import Path
+
+    checkout = Path(__file__).resolve().parents[1]
+    if not (checkout / "labs" / "__init__.py").is_file():
+        return None
+    if str(checkout) not in sys.path:
+        sys.path.insert(0, str(checkout))
+    return importlib.import_module("labs.demo")
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    demo = _import_labs_demo()
+    if demo is None:
+        sys.stderr.write(
+            "error: the demo needs a source checkout of contention-exporter: the labs "
+            "(labs/) are not part of the installed package. Clone the repository and run "
+            "./scripts/run.sh once, then .venv/bin/contention-exporter demo --list\n"
+        )
+        return 2
+    if args.list or not args.lab:
+        demo.list_labs(sys.stdout)
+        return 0 if args.list else 2
+    if args.lab not in demo.lab_names():
+        sys.stderr.write(f"error: no lab {args.lab!r} (see `contention-exporter demo --list`)\n")
+        return 2
+    return int(demo.run_demo(args.lab, args.seconds, args.config, args.probe))
 
 
 def setup_logging(level: str) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from exporter.labs.exporter_proc import free_port, terminate
+from labs.exporter_proc import free_port, terminate
 
 PROMETHEUS = "prometheus"
 ALERTMANAGER = "prometheus-alertmanager"

@@ -35,11 +35,10 @@ from typing import Any
 import pytest
 
 from exporter.findings.thresholds import Thresholds, load_thresholds
-from exporter.labs.cgroups import LabError, LabLayout, cleanup_stale, detect_layout
-from exporter.labs.demo import probe_env
-from exporter.labs.exporter_proc import ExporterError, ExporterProcess, exporter_command
-from exporter.labs.replay import REPLAYS, ReplayLab, ReplayRun
-from exporter.labs.scenarios import LabRun, MetadataFile, finding_key, write_short_window_config
+from labs.cgroups import LabError, LabLayout, cleanup_stale, detect_layout
+from labs.exporter_proc import ExporterError, ExporterProcess, exporter_command
+from labs.replay import REPLAYS, ReplayLab, ReplayRun
+from labs.scenarios import LabRun, MetadataFile, finding_key, write_short_window_config
 from tests.e2e.chain import (
     RULE_EVAL_INTERVAL,
     Chain,
@@ -56,7 +55,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     e2e_items = [i for i in items if "e2e" in i.keywords]
     if not e2e_items:
         return
-    from exporter.labs.cgroups import unavailable_reason
+    from labs.cgroups import unavailable_reason
 
     missing = missing_binaries()
     reason = (
@@ -251,7 +250,7 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
     missing = missing_binaries()
     if missing:
         pytest.skip(f"end-to-end test: {', '.join(missing)} not installed")
-    from exporter.labs.cgroups import unavailable_reason
+    from labs.cgroups import unavailable_reason
 
     kernel_reason = unavailable_reason()
     workdir = str(tmp_path_factory.mktemp("e2e"))
@@ -270,7 +269,6 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
             sample_interval=1.0,
             probe=kernel_reason is None,
             extra_args=["--metadata-file", metadata.path, "--config", config],
-            env=probe_env(),
             log_path=os.path.join(workdir, "exporter-node.log"),
         )
         stack.callback(node.close)

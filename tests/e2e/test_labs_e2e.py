@@ -13,11 +13,11 @@ For each real-kernel lab (run one after another on the shared chain of conftest.
 * after the lab ends, its alerts resolve (checked in :func:`test_3_everything_resolves`,
   so the wait overlaps the next lab) and ``/findings`` empties.
 
-The replayed memory labs (:mod:`exporter.labs.replay`) run from the start of the session
+The replayed memory labs (:mod:`labs.replay`) run from the start of the session
 in the background; :func:`test_2_replayed_memory_lab` checks what was recorded.
 
 Timing: thresholds are the packaged defaults with ``windowMinutes: 2`` and
-``sustainMinutes: 1`` (see ``exporter.labs.scenarios.SHORT_WINDOW``); Prometheus
+``sustainMinutes: 1`` (see ``labs.scenarios.SHORT_WINDOW``); Prometheus
 scrapes every second and evaluates the rules every 2 s. Every wait is bounded.
 """
 
@@ -32,8 +32,10 @@ import pytest
 
 from exporter.cgroupfs.discovery import CgroupKind
 from exporter.identity import Identity
-from exporter.labs.replay import REPLAYS, ReplayLab
-from exporter.labs.scenarios import (
+from exporter.probe.culprit import classify_culprit
+from exporter.rules.generator import ALERT_NAMES
+from labs.replay import REPLAYS, ReplayLab
+from labs.scenarios import (
     LAB_CONTAINER,
     LAB_NAMESPACE,
     LABS,
@@ -43,8 +45,6 @@ from exporter.labs.scenarios import (
     finding_key,
     get_lab,
 )
-from exporter.probe.culprit import classify_culprit
-from exporter.rules.generator import ALERT_NAMES
 from tests.e2e.chain import ChainError, alert_key, alert_states, wait_until
 from tests.e2e.conftest import E2E, REPLAY_STALL_SECONDS, run_dashboards
 

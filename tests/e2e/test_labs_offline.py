@@ -11,9 +11,11 @@ import yaml
 
 from exporter.cgroupfs import parsers
 from exporter.findings.thresholds import load_thresholds
-from exporter.labs.cgroups import PREFIX, kubelet_shares
-from exporter.labs.replay import REPLAYS, ReplayTree
-from exporter.labs.scenarios import (
+from exporter.metadata_file import parse_metadata
+from exporter.rules.generator import ALERT_NAMES
+from labs.cgroups import PREFIX, kubelet_shares
+from labs.replay import REPLAYS, ReplayTree
+from labs.scenarios import (
     LABS,
     SHORT_WINDOW,
     MetadataFile,
@@ -21,8 +23,6 @@ from exporter.labs.scenarios import (
     verdict,
     write_short_window_config,
 )
-from exporter.metadata_file import parse_metadata
-from exporter.rules.generator import ALERT_NAMES
 
 
 def test_kubelet_shares_match_seed_001() -> None:

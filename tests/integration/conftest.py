@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from exporter.labs import LabCgroup, LabError, LabLayout, cleanup_stale, unavailable_reason
-from exporter.labs.exporter_proc import ExporterProcess
+from labs import LabCgroup, LabError, LabLayout, cleanup_stale, unavailable_reason
+from labs.exporter_proc import ExporterProcess
 
 MakeLab = Callable[..., LabCgroup]
 
@@ -38,7 +38,7 @@ def lab_layout() -> Iterator[LabLayout]:
     reason = unavailable_reason()
     if reason is not None:
         pytest.skip(f"real-kernel test: {reason}")
-    from exporter.labs import detect_layout
+    from labs import detect_layout
 
     layout = detect_layout()
     cleanup_stale(layout=layout)

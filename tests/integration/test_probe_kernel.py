@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from exporter.labs import LabCgroup, Worker
 from exporter.probe import ProbeDelta, SchedProbe
 from exporter.probe.status import (
     REASON_NO_BCC,
@@ -26,6 +25,7 @@ from exporter.probe.status import (
     REASON_NOT_ROOT,
 )
 from exporter.window import CULPRIT_IDLE, CULPRIT_UNATTRIBUTED
+from labs import LabCgroup, Worker, spawn_busy, spawn_periodic
 
 pytestmark = [pytest.mark.kernel, pytest.mark.probe]
 
@@ -102,7 +102,7 @@ def test_loads_and_yields_sane_numbers(
     lab = make_lab("probe-sane")
     probe.set_tracked([lab.cgroup_id])
     probe.poll()
-    lab.spawn_periodic(work_ms=1.0, period_ms=10.0, seconds=3.0)
+    spawn_periodic(lab, work_ms=1.0, period_ms=10.0, seconds=3.0)
     time.sleep(2.5)
     d = probe.poll()
     r = d.runq.get(lab.cgroup_id)
@@ -147,9 +147,9 @@ def test_attribution_accuracy_occupancy_vs_last_runner(
     secs = 8.0
     cpu = max(os.sched_getaffinity(0))
     workers = [
-        hog1.spawn_busy(threads=1, seconds=secs + 3),
-        hog2.spawn_busy(threads=1, seconds=secs + 3),
-        victim.spawn_periodic(work_ms=1.0, period_ms=10.0, seconds=secs + 3),
+        spawn_busy(hog1, threads=1, seconds=secs + 3),
+        spawn_busy(hog2, threads=1, seconds=secs + 3),
+        spawn_periodic(victim, work_ms=1.0, period_ms=10.0, seconds=secs + 3),
     ]
     pin(workers, cpu)
     time.sleep(1.0)
@@ -215,7 +215,7 @@ def test_throttling_is_not_contention(
     victim = make_lab("probe-throttled", cpu_quota_cores=0.2)
     probe.set_tracked([victim.cgroup_id])
     cpu = max(os.sched_getaffinity(0))
-    w = victim.spawn_busy(threads=1, seconds=6.0)
+    w = spawn_busy(victim, threads=1, seconds=6.0)
     pin([w], cpu)
     time.sleep(1.0)
     probe.poll()
@@ -258,7 +258,7 @@ def test_no_phantom_victims(make_lab: MakeLab, load_probe: Callable[..., SchedPr
     probe = load_probe()
     sidecar = make_lab("probe-sidecar")
     probe.set_tracked([sidecar.cgroup_id])
-    sidecar.spawn_periodic(work_ms=0.2, period_ms=1000.0, seconds=7.0)
+    spawn_periodic(sidecar, work_ms=0.2, period_ms=1000.0, seconds=7.0)
     time.sleep(1.0)  # worker start-up (imports, joining) is not the steady state
     probe.poll()
     time.sleep(5.0)
@@ -280,7 +280,7 @@ def test_pid_churn_removed_cgroup_and_prune(
     probe.set_tracked([lab.cgroup_id])
     base = probe.poll().map_entries["pid_cgroup"]
     for _ in range(3):
-        w = lab.spawn_busy(threads=24, seconds=0.5)
+        w = spawn_busy(lab, threads=24, seconds=0.5)
         assert w.wait(10.0) is not None
     time.sleep(0.3)
     d = probe.poll()
@@ -313,8 +313,8 @@ def test_map_full_is_counted_not_fatal(
     labs = [make_lab(f"probe-full{i}") for i in range(3)]
     probe.set_tracked([lab.cgroup_id for lab in labs])
     for lab in labs:
-        lab.spawn_periodic(work_ms=0.5, period_ms=5.0, seconds=3.0)
-    labs[0].spawn_busy(threads=48, seconds=1.5)  # 48 live pids > 32 pid slots
+        spawn_periodic(lab, work_ms=0.5, period_ms=5.0, seconds=3.0)
+    spawn_busy(labs[0], threads=48, seconds=1.5)  # 48 live pids > 32 pid slots
     time.sleep(2.5)
     d = probe.poll()
     assert d.update_failures["tracked"] == 2

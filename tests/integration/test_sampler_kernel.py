@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 import pytest
 
-from exporter.labs import LabCgroup, LabError, LabLayout
-from exporter.labs.exporter_proc import ExporterProcess, Scrape
+from labs import LabCgroup, LabError, LabLayout, spawn_busy, spawn_periodic
+from labs.exporter_proc import ExporterProcess, Scrape
 
 pytestmark = pytest.mark.kernel
 
@@ -75,7 +75,7 @@ def test_limited_container_is_throttled(exporter: ExporterProcess, make_lab: Mak
     """200m limit (20000/100000), 4 busy threads: throttled in >= 90% of its periods,
     using 0.2 +- 0.05 cores (seed 001 lab 14: 65 of 65 periods, 201m)."""
     lab = make_lab("throttled", cpu_quota_cores=0.2)
-    lab.spawn_busy(threads=4, seconds=15)
+    spawn_busy(lab, threads=4, seconds=15)
     first = _present(exporter, lab.path)
 
     info = first.select(INFO, cgroup=lab.path)
@@ -109,7 +109,7 @@ def test_unlimited_container_shows_pressure_not_throttling(
     'some' rises, throttled periods stay zero."""
     lab = make_lab("unlimited")
     threads = 2 * NCPU
-    lab.spawn_busy(threads=threads, seconds=15)
+    spawn_busy(lab, threads=threads, seconds=15)
     _present(exporter, lab.path)
 
     s0, s1, elapsed = _window(exporter, lab.path, 4.0)
@@ -131,7 +131,7 @@ def test_unlimited_container_shows_pressure_not_throttling(
 def test_removed_cgroup_disappears(exporter: ExporterProcess, make_lab: MakeLab) -> None:
     """A removed cgroup's series vanish from /metrics; no error is logged or counted."""
     lab = make_lab("removed")
-    lab.spawn_periodic(work_ms=2, period_ms=20, seconds=15)
+    spawn_periodic(lab, work_ms=2, period_ms=20, seconds=15)
     before = _present(exporter, lab.path)
     errors_before = before.value(SKIPPED, reason="error") or 0.0
     malformed_before = before.value(SKIPPED, reason="malformed") or 0.0
@@ -173,7 +173,7 @@ def test_cgroup_deleted_between_discovery_and_read_is_skipped(
     sampler = _real_sampler()
     assert isinstance(sampler, Sampler) and sampler.reader is not None
     doomed = make_lab("vanish", cpu_quota_cores=0.5)
-    doomed.spawn_periodic(work_ms=1, period_ms=20, seconds=15)
+    spawn_periodic(doomed, work_ms=1, period_ms=20, seconds=15)
     keep = make_lab("keep")
     real_read = sampler.reader.read
     removed_during_read: list[str] = []
@@ -261,16 +261,16 @@ def test_sampler_survives_cgroup_churn(lab_layout: LabLayout) -> None:
 def test_lab_harness_leaves_nothing_behind(lab_layout: LabLayout) -> None:
     """remove() kills only its own workers, removes both directories and the owner
     record; cleanup_stale() never touches a cgroup whose owner is alive."""
-    from exporter.labs import cleanup_stale, kubelet_shares, shares_to_weight
-    from exporter.labs.cgroups import OWNER_DIR
+    from labs import cleanup_stale, kubelet_shares, shares_to_weight
+    from labs.cgroups import OWNER_DIR
 
     # seed 001 lab 13: requests 100m and 800m become weights 4 and 32.
     assert [shares_to_weight(kubelet_shares(c)) for c in (0.1, 0.8)] == [4, 32]
 
     lab = LabCgroup.create("harness", cpu_quota_cores=0.5, layout=lab_layout)
     try:
-        busy = lab.spawn_busy(threads=2, seconds=30)
-        tick = lab.spawn_periodic(work_ms=1, period_ms=10, seconds=30)
+        busy = spawn_busy(lab, threads=2, seconds=30)
+        tick = spawn_periodic(lab, work_ms=1, period_ms=10, seconds=30)
         pids = {busy.pid, *busy.children, tick.pid}
         assert pids <= set(lab.pids()), "workers are not in the lab cgroup"
         assert lab.path == "/contention-test-harness"

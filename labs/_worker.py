@@ -1,7 +1,7 @@
 """A lab workload process: joins its cgroups first, then burns or ticks, bounded in time.
 
 Run by path (``python -I _worker.py ...``), so it imports nothing but the standard
-library and starts fast. Contract with :mod:`exporter.labs.workers`:
+library and starts fast. Contract with :mod:`labs.workers`:
 
 * argv: ``--procs FILE`` (repeatable: the ``cgroup.procs`` files to join, in order),
   ``--seconds S`` (hard wall-clock bound), then a mode: ``busy --threads N`` or

@@ -25,7 +25,7 @@ replayed lab                expected finding
 A replay has two phases: the *stall* (the scripted pressure, ``stall_seconds``), then
 *calm* (every counter stops moving, as when the pressure ends), during which alerts
 must resolve. Requests and names come from the same labs-only metadata file as the
-real-kernel labs (:class:`~exporter.labs.scenarios.MetadataFile`).
+real-kernel labs (:class:`~labs.scenarios.MetadataFile`).
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """The contention labs as reusable code: what each lab builds, runs and expects.
 
-A lab is a handful of *lab containers* (:class:`~exporter.labs.cgroups.LabCgroup`: a
+A lab is a handful of *lab containers* (:class:`~labs.cgroups.LabCgroup`: a
 cgroup2 child for identity and PSI, plus a v1 ``cpu`` child for quota and shares on
 hybrid nodes), each with a Kubernetes-style CPU request and limit and a bounded
-workload. It is the real-kernel version of seed 001's labs 13 and 14 plus the three
-blame cases of seed 000:
+workload. Each shows one rule of docs/findings.md on the real kernel: throttling, requests
+becoming weights, and the three blame cases:
 
 ==========================  =========================================================
-lab                         expected findings (the seed's rule that decides them)
+lab                         expected findings (docs/findings.md says why)
 ==========================  =========================================================
 ``throttled``               ``cpu-throttled`` for the 200m-limited container, no culprit
 ``weights``                 CPU split close to the 8:1 request ratio; ``noisy-neighbor``
@@ -24,13 +24,13 @@ lab                         expected findings (the seed's rule that decides them
 How a request and a limit reach the kernel (what the kubelet does on a real node):
 
 * **request** → CPU weight, with the kubelet's formula (``cpu.shares`` =
-  millicores * 1024 / 1000, at least 2; :func:`~exporter.labs.cgroups.kubelet_shares`);
+  millicores * 1024 / 1000, at least 2; :func:`~labs.cgroups.kubelet_shares`);
 * **limit** → CFS quota per 100 ms period (``cpu.cfs_quota_us``, or ``cpu.max`` on a
   pure cgroup v2 node);
 * **no request** → the cgroup keeps the kernel's default weight (1024 shares, 100 as
   ``cpu.weight``), which is what a systemd unit, a docker container or any process on
   the host gets. (The kubelet would give a BestEffort container 2 shares; a lab models
-  a host neighbour with no request, the seed's "textbook noisy neighbour".)
+  a host neighbour with no request: the textbook noisy neighbour.)
 * the lab's containers sit in one parent cgroup, ``/contention-test-<lab>``, whose
   weight is what the kubelet gives ``kubepods``: the node's CPUs as shares (2048 on 2
   CPUs). As on a node, the host's own processes compete with the pods as a whole, not
@@ -66,6 +66,7 @@ from typing import Any
 import yaml
 
 from .cgroups import PREFIX, LabCgroup, LabError, LabLayout, detect_layout, kubelet_shares
+from .workers import spawn_busy, spawn_periodic
 
 LAB_NAMESPACE = "lab"
 LAB_CONTAINER = "app"
@@ -123,7 +124,7 @@ class Expect:
 class Lab:
     name: str
     title: str
-    seed: str  # where the lab comes from
+    docs: str  # where the rule it shows is written down (docs/...)
     story: str  # what it shows, in a few sentences
     boxes: tuple[Box, ...]
     expect: tuple[Expect, ...]
@@ -173,7 +174,7 @@ class Lab:
         return out
 
     def describe(self) -> str:
-        lines = [f"{self.name}: {self.title}  ({self.seed})", "", self.story, ""]
+        lines = [f"{self.name}: {self.title}  (see {self.docs})", "", self.story, ""]
         for b in self.boxes:
             req = "none" if b.cpu_request is None else f"{b.cpu_request * 1000:.0f}m"
             lim = "none" if b.cpu_limit is None else f"{b.cpu_limit * 1000:.0f}m"
@@ -219,7 +220,7 @@ LABS: dict[str, Lab] = {
         Lab(
             name="throttled",
             title="a CPU limit becomes a budget: throttling",
-            seed="seed 001, lab 14",
+            docs="docs/findings.md#cpu-throttled",
             story=(
                 "Four busy loops share a 200m limit (20 ms of CPU per 100 ms period). "
                 "They spend the budget in a few milliseconds and then wait for the next "
@@ -235,14 +236,14 @@ LABS: dict[str, Lab] = {
         Lab(
             name="weights",
             title="CPU requests become weights",
-            seed="seed 001, lab 13",
+            docs="docs/labs.md#what-a-lab-builds",
             story=(
                 "Two greedy containers with no limits share one CPU (both pinned to it), "
                 "each running a busy loop, so together they want twice what exists. "
                 "Requests 100m and 800m become cpu.shares 102 and 819: the kernel splits "
                 "the CPU close to 1:8. The 800m container gets what it asked for and "
                 "more; the 100m one is starved, and since the 800m one runs beyond its "
-                "own request (about 0.89 cores of 0.8), seed 000's culprit test names it."
+                "own request (about 0.89 cores of 0.8), the culprit test names it."
             ),
             boxes=(
                 Box("low", cpu_request=0.1, busy=1),
@@ -257,7 +258,7 @@ LABS: dict[str, Lab] = {
         Lab(
             name="noisy-neighbor",
             title="a greedy neighbour with no request starves a light service",
-            seed="seed 000, noisy-neighbor",
+            docs="docs/findings.md#noisy-neighbor",
             story=(
                 "A latency-sensitive victim (request 100m, no limit) does 5 ms of work "
                 "every 50 ms. On the same CPU a greedy batch job with no request runs a "
@@ -279,7 +280,7 @@ LABS: dict[str, Lab] = {
         Lab(
             name="contended",
             title="an oversubscribed node: everyone inside its request",
-            seed="seed 000, cpu-contended",
+            docs="docs/findings.md#cpu-contended",
             story=(
                 "Three containers each request 1 CPU (3 CPUs promised on a 2-CPU node: "
                 "a host where nothing enforces requests) and each runs two busy loops. "
@@ -304,7 +305,7 @@ LABS: dict[str, Lab] = {
         Lab(
             name="throttled-with-neighbor",
             title="the must-not-fire case: throttling is never blamed on a neighbour",
-            seed="seed 000, 'a throttled pod is never a victim'",
+            docs="docs/findings.md#noisy-neighbor (the hard gate)",
             story=(
                 "A container limited to 100m runs four busy loops on one CPU, next to a "
                 "busy neighbour (one busy loop, request 500m) on the same CPU. While "
@@ -525,10 +526,10 @@ class LabRun:
             for b in self.lab.boxes:
                 cg = self.cgroups[b.role]
                 if b.busy:
-                    w = cg.spawn_busy(threads=b.busy, seconds=self.seconds)
+                    w = spawn_busy(cg, threads=b.busy, seconds=self.seconds)
                 elif b.periodic is not None:
-                    w = cg.spawn_periodic(
-                        work_ms=b.periodic[0], period_ms=b.periodic[1], seconds=self.seconds
+                    w = spawn_periodic(
+                        cg, work_ms=b.periodic[0], period_ms=b.periodic[1], seconds=self.seconds
                     )
                 else:
                     continue

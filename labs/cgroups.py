@@ -17,7 +17,7 @@ task left in the root cgroup. Four busy loops in a lab therefore get about as mu
 as *one* unrelated busy process at the root; labs that compare shares should compare
 lab containers with each other.
 
-Safety rules (design brief §6), enforced here rather than left to callers:
+Safety rules (docs/labs.md), enforced here rather than left to callers:
 
 * names always start with :data:`PREFIX`; only directories with that prefix that this
   module created (or that a dead owner left behind) are ever removed;
@@ -43,15 +43,20 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .workers import Worker
+from typing import Protocol
 
 PREFIX = "contention-test-"
 DEFAULT_CGROUP_ROOT = "/sys/fs/cgroup"
 OWNER_DIR = "/run/contention-labs"
 CFS_PERIOD_US = 100_000
+
+
+class WorkerHandle(Protocol):
+    """A workload started in a lab (``labs.workers.Worker``): the lab stops it on removal."""
+
+    def stop(self, timeout: float = 5.0) -> None: ...
+
+    def discard_result(self) -> None: ...
 
 
 class LabError(RuntimeError):
@@ -264,7 +269,7 @@ class LabCgroup:
         v1_base: str | None = layout.v1_cpu_root if parent is None else parent.v1_cpu_dir
         self.v2_dir: str = os.path.join(v2_base, name)
         self.v1_cpu_dir: str | None = os.path.join(v1_base, name) if v1_base is not None else None
-        self.workers: list[Worker] = []
+        self.workers: list[WorkerHandle] = []  # labs.workers appends what it starts
         self._removed = False
         self._cgroup_id: int | None = None
 
@@ -424,18 +429,6 @@ class LabCgroup:
             return s["nr_periods"], s["nr_throttled"], s["throttled_time"] / 1e9
         s = _keyed(self.read("cpu.stat"))
         return s.get("nr_periods", 0), s.get("nr_throttled", 0), s.get("throttled_usec", 0) / 1e6
-
-    # workers ----------------------------------------------------------------------------
-
-    def spawn_busy(self, threads: int, seconds: float) -> Worker:
-        from .workers import spawn_busy
-
-        return spawn_busy(self, threads=threads, seconds=seconds)
-
-    def spawn_periodic(self, work_ms: float, period_ms: float, seconds: float) -> Worker:
-        from .workers import spawn_periodic
-
-        return spawn_periodic(self, work_ms=work_ms, period_ms=period_ms, seconds=seconds)
 
     # removal ----------------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 """``contention-exporter demo <lab>``: run one lab on this host and show what the exporter
-concludes, with its evidence.
+concludes, with its evidence. (The command itself is ``exporter/commands/demo.py``; the
+labs live outside the shipped package, so it needs a source checkout.)
 
 It starts the exporter (sampling every second, scheduler probe on when it can load)
-with the labs' short-window thresholds (see :data:`~exporter.labs.scenarios.SHORT_WINDOW`)
+with the labs' short-window thresholds (see :data:`~labs.scenarios.SHORT_WINDOW`)
 and a temporary metadata file giving the lab containers their requests and limits,
 starts the lab, polls ``/findings`` until the lab's expected findings are all there
 (or ``--seconds`` pass), prints them with every number, and cleans up: the lab's
@@ -13,14 +14,12 @@ fixture tree the demo rewrites every second.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
 from typing import Any, TextIO
 
 from .cgroups import LabError, cleanup_stale, detect_layout, unavailable_reason
@@ -35,17 +34,6 @@ from .scenarios import (
     get_lab,
     write_short_window_config,
 )
-
-DEFAULT_KERNEL_SOURCE = "/var/cache/contention-exporter/kernel-source"
-
-
-def probe_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment for an exporter with the probe: ``BCC_KERNEL_SOURCE`` pointed at
-    the headers ``scripts/setup-probe.sh`` prepares, unless already set."""
-    env = dict(os.environ if base is None else base)
-    if "BCC_KERNEL_SOURCE" not in env and os.path.isdir(DEFAULT_KERNEL_SOURCE):
-        env["BCC_KERNEL_SOURCE"] = DEFAULT_KERNEL_SOURCE
-    return env
 
 
 def _findings(exp: ExporterProcess) -> dict[str, Any]:
@@ -143,7 +131,6 @@ def _demo_lab(
         sample_interval=1.0,
         probe=probe,
         extra_args=["--metadata-file", meta.path, "--config", cfg],
-        env=probe_env(),
     )
     try:
         exp.start()
@@ -231,46 +218,13 @@ def _conclude(ok: bool, out: TextIO, seconds: float) -> int:
     return 1
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    if args.list or not args.lab:
-        for lab in LABS.values():
-            print(f"{lab.name:26} real kernel  {lab.title}")
-        for r in REPLAYS.values():
-            print(f"{r.name:26} replayed     {r.title}")
-        return 0 if args.list else 2
-    if args.lab not in LABS and args.lab not in REPLAYS:
-        sys.stderr.write(f"error: no lab {args.lab!r} (see `contention-exporter demo --list`)\n")
-        return 2
-    return run_demo(args.lab, args.seconds, args.config, args.probe)
+def list_labs(out: TextIO = sys.stdout) -> None:
+    """One line per lab: its name, whether it runs on the real kernel, its title."""
+    for lab in LABS.values():
+        out.write(f"{lab.name:26} real kernel  {lab.title}\n")
+    for r in REPLAYS.values():
+        out.write(f"{r.name:26} replayed     {r.title}\n")
 
 
-def register_subcommands(subparsers: Any) -> None:
-    """Add ``demo`` to the CLI's subparsers (``exporter/cli.py`` calls this)."""
-    p = subparsers.add_parser(
-        "demo",
-        help="run a contention lab on this host and show the finding it produces",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("lab", nargs="?", help="lab name (see --list)")
-    p.add_argument("--list", action="store_true", help="list the labs and exit")
-    p.add_argument(
-        "--seconds",
-        type=float,
-        default=180.0,
-        metavar="S",
-        help="give up waiting for the findings after this long (default: %(default)s)",
-    )
-    p.add_argument(
-        "--config",
-        default=None,
-        metavar="YAML",
-        help="threshold config (default: packaged thresholds with the labs' short window)",
-    )
-    p.add_argument(
-        "--no-probe",
-        dest="probe",
-        action="store_false",
-        help="run the exporter without the scheduler probe (no culprits)",
-    )
-    p.set_defaults(handler=cmd_demo)
+def lab_names() -> list[str]:
+    return [*LABS, *REPLAYS]
