@@ -4,8 +4,11 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-CE="${CONTENTION_VENV:-$ROOT/.venv}/bin/contention-exporter"
+VENV="${CONTENTION_VENV:-$ROOT/.venv}"
+CE="$VENV/bin/contention-exporter"
 rc=0
-"$CE" rules generate --verify || { echo "stale rules: run 'contention-exporter rules generate'" >&2; rc=1; }
+"$CE" rules generate --check || { echo "stale rules: run 'contention-exporter rules generate'" >&2; rc=1; }
 "$CE" dashboards generate --check || { echo "stale dashboards: run 'contention-exporter dashboards generate'" >&2; rc=1; }
+"$VENV/bin/python" -m tests.support.promtool_tests --check \
+  || { echo "stale promtool tests: run 'python -m tests.support.promtool_tests'" >&2; rc=1; }
 exit "$rc"

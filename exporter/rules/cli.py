@@ -1,16 +1,13 @@
-"""``contention-exporter rules generate [--check] [--verify]``.
+"""``contention-exporter rules generate [--check] [--promtool]``.
 
 Writes, from the threshold config:
 
 * ``rules/contention.rules.yaml`` — recording rules and alerts (plain Prometheus);
-* ``rules/tests/contention.rules.test.yaml`` — promtool unit tests rendered from the
-  scenarios marked ``unit: true`` (full labels and annotations);
 * ``deploy/prometheusrule.yaml`` — the same groups as a prometheus-operator
   ``PrometheusRule``.
 
-``--check`` runs ``promtool check rules`` and ``promtool test rules`` on the output;
-``--verify`` writes nothing and fails when a file differs from what would be written
-(what CI runs).
+``--check`` writes nothing and fails when a file differs from what would be written
+(what CI runs); ``--promtool`` runs ``promtool check rules`` on the rule file.
 """
 
 from __future__ import annotations
@@ -20,44 +17,26 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..findings.thresholds import Thresholds, ThresholdsError, load_thresholds
 from ..generated_files import sync
 from .generator import (
     DEFAULT_INTERVAL,
-    HEADER,
     check_interval,
     dump_yaml,
     render_prometheus_rule,
     render_rule_file,
 )
-from .promtool import PromtoolMissing, check_rules, render_tests, unit_test_rules
-from .scenarios import ScenarioError, load_corpus
+from .promtool import PromtoolMissing, check_rules
 
 RULE_FILE = Path("rules/contention.rules.yaml")
-TEST_FILE = Path("rules/tests/contention.rules.test.yaml")
 MANIFEST = Path("deploy/prometheusrule.yaml")
-SCENARIOS = Path("tests/scenarios")
 
 
-def render_all(
-    th: Thresholds, scenarios_dir: Path | None, interval: str = DEFAULT_INTERVAL
-) -> dict[Path, str]:
-    out = {
+def render_all(th: Thresholds, interval: str = DEFAULT_INTERVAL) -> dict[Path, str]:
+    return {
         RULE_FILE: render_rule_file(th, interval),
         MANIFEST: render_prometheus_rule(th, interval),
     }
-    if scenarios_dir is not None and scenarios_dir.is_dir():
-        unit = [s for s in load_corpus(scenarios_dir) if s.unit]
-        doc = render_tests(unit, th, "../contention.rules.yaml", with_annotations=True)
-        out[TEST_FILE] = HEADER + _dump_tests(doc)
-    return out
-
-
-def _dump_tests(doc: dict[str, Any]) -> str:
-    # Long input_series lines stay on one line: easier to read side by side.
-    return str(yaml.safe_dump(doc, sort_keys=False, width=4096, allow_unicode=True))
 
 
 def cmd_rules_generate(args: argparse.Namespace) -> int:
@@ -67,30 +46,17 @@ def cmd_rules_generate(args: argparse.Namespace) -> int:
         sys.stderr.write(f"error: {e}\n")
         return 2
     root = Path(args.out_dir)
-    scen = Path(args.scenarios) if args.scenarios else root / SCENARIOS
-    try:
-        files = render_all(th, scen, args.interval)
-    except ScenarioError as e:
-        sys.stderr.write(f"error: {e}\n")
-        return 2
-    rc = sync(root, files, verify=args.verify, command="contention-exporter rules generate")
-    if args.verify:
+    files = render_all(th, args.interval)
+    rc = sync(root, files, verify=args.check, command="contention-exporter rules generate")
+    if rc != 0 or not args.promtool:
         return rc
-    if args.check:
-        try:
-            res = check_rules(root / RULE_FILE)
-            sys.stdout.write(res.output)
-            if not res.ok:
-                return 1
-            if TEST_FILE in files:
-                res = unit_test_rules(root / TEST_FILE)
-                sys.stdout.write(res.output)
-                if not res.ok:
-                    return 1
-        except PromtoolMissing as e:
-            sys.stderr.write(f"error: {e}\n")
-            return 1
-    return 0
+    try:
+        res = check_rules(root / RULE_FILE)
+    except PromtoolMissing as e:
+        sys.stderr.write(f"error: {e}\n")
+        return 1
+    sys.stdout.write(res.output)
+    return 0 if res.ok else 1
 
 
 def cmd_rules_print(args: argparse.Namespace) -> int:
@@ -132,21 +98,17 @@ def register(subparsers: Any) -> None:
     sub = r.add_subparsers(dest="rules_command", metavar="command")
     g = sub.add_parser(
         "generate",
-        help="write rules/, rules/tests/ and deploy/prometheusrule.yaml",
+        help="write rules/contention.rules.yaml and deploy/prometheusrule.yaml",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     g.add_argument("--config", default=None, metavar="FILE", help="thresholds YAML override")
     g.add_argument("--out-dir", default=".", metavar="DIR", help="repository root (default: .)")
     g.add_argument(
-        "--scenarios",
-        default=None,
-        metavar="DIR",
-        help="scenario corpus for the promtool tests (default: <out-dir>/tests/scenarios)",
+        "--check", action="store_true", help="write nothing; exit 1 if any file is stale"
     )
-    g.add_argument("--check", action="store_true", help="run promtool check/test on the output")
     g.add_argument(
-        "--verify", action="store_true", help="write nothing; exit 1 if any file is stale"
+        "--promtool", action="store_true", help="run promtool check rules on the rule file"
     )
     g.add_argument(*_INTERVAL_ARGS, **_INTERVAL_KW)
     g.set_defaults(handler=cmd_rules_generate)

@@ -27,8 +27,8 @@ from exporter.findings.evaluator import memory_overages
 from exporter.findings.model import Kind, Severity
 from exporter.findings.thresholds import RUNQ_BOUNDS_S, Thresholds
 from exporter.identity import Identity
-from exporter.rules.scenarios import load_corpus
 from exporter.window import ContainerWindow, MinuteFold, NodeFold, Window
+from tests.support.corpus import load_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 T = 5940.0  # at 99m: minutes 94..98 are the window, 97 and 98 the sustain minutes

@@ -13,10 +13,12 @@ import yaml
 from exporter.findings import load_thresholds
 from exporter.findings.model import Kind
 from exporter.findings.thresholds import Thresholds, from_mapping
-from exporter.rules import promtool as pt
-from exporter.rules.cli import MANIFEST, RULE_FILE, SCENARIOS, TEST_FILE, render_all
+from exporter.rules import promtool as promtool_wrapper
+from exporter.rules.cli import MANIFEST, RULE_FILE, render_all
 from exporter.rules.generator import ALERT_NAMES, rule_groups
-from exporter.rules.scenarios import load_corpus
+from tests.support import promtool_tests as pt
+from tests.support.corpus import load_corpus
+from tests.support.promtool_tests import SCENARIOS, TEST_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -24,8 +26,8 @@ _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 def _have_promtool() -> bool:
     try:
-        pt.find_promtool()
-    except pt.PromtoolMissing:
+        promtool_wrapper.find_promtool()
+    except promtool_wrapper.PromtoolMissing:
         return False
     return True
 
@@ -46,12 +48,15 @@ def rules(th: Thresholds) -> list[dict[str, Any]]:
 
 
 def test_committed_files_are_up_to_date(th: Thresholds) -> None:
-    files = render_all(th, ROOT / SCENARIOS)
-    assert set(files) == {RULE_FILE, TEST_FILE, MANIFEST}
+    files = render_all(th)
+    assert set(files) == {RULE_FILE, MANIFEST}
     for rel, text in files.items():
         assert (
             ROOT / rel
         ).read_text() == text, f"{rel} is stale: run `contention-exporter rules generate`"
+    assert (ROOT / TEST_FILE).read_text() == pt.render_test_file(
+        th
+    ), f"{TEST_FILE} is stale: run `{pt.COMMAND}`"
 
 
 def test_manifest_is_a_prometheusrule_with_the_same_groups(th: Thresholds) -> None:
@@ -115,8 +120,8 @@ def test_thresholds_flow_into_the_promql() -> None:
 def test_promtool_missing_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PROMTOOL", raising=False)
     monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(pt.PromtoolMissing, match="apt-get install prometheus"):
-        pt.find_promtool()
+    with pytest.raises(promtool_wrapper.PromtoolMissing, match="apt-get install prometheus"):
+        promtool_wrapper.find_promtool()
 
 
 def test_go_humanize_helpers() -> None:
@@ -131,14 +136,14 @@ def test_go_humanize_helpers() -> None:
 
 @needs_promtool
 def test_promtool_checks_the_rule_file() -> None:
-    res = pt.check_rules(ROOT / RULE_FILE)
+    res = promtool_wrapper.check_rules(ROOT / RULE_FILE)
     assert res.ok, res.output
 
 
 @needs_promtool
 def test_promtool_unit_tests_pass() -> None:
     """Every alert: fires, silent after a single stalled minute (the sustain), and the
-    must-not-fire cases of seed 000, with full labels and annotations."""
+    must-not-fire cases of docs/findings.md, with full labels and annotations."""
     unit = {s.name for s in load_corpus(ROOT / SCENARIOS) if s.unit}
     for must in (
         "throttled-victim-with-neighbour",
@@ -195,13 +200,15 @@ def test_rules_generate_writes_and_verifies(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = str(tmp_path)
-    scen = str(ROOT / SCENARIOS)
-    assert _rules_cli("rules", "generate", "--out-dir", out, "--scenarios", scen) == 0
-    for rel in (RULE_FILE, TEST_FILE, MANIFEST):
-        assert (tmp_path / rel).is_file()
-    assert _rules_cli("rules", "generate", "--out-dir", out, "--scenarios", scen, "--verify") == 0
+    assert _rules_cli("rules", "generate", "--out-dir", out, "--check") == 1  # nothing yet
+    assert not (tmp_path / RULE_FILE).exists()  # --check writes nothing
+    assert _rules_cli("rules", "generate", "--out-dir", out) == 0
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*.yaml")) == sorted(
+        [RULE_FILE, MANIFEST]
+    )
+    assert _rules_cli("rules", "generate", "--out-dir", out, "--check") == 0
     (tmp_path / RULE_FILE).write_text("# edited by hand\n")
-    assert _rules_cli("rules", "generate", "--out-dir", out, "--scenarios", scen, "--verify") == 1
+    assert _rules_cli("rules", "generate", "--out-dir", out, "--check") == 1
     assert "out of date: rules/contention.rules.yaml" in capsys.readouterr().err
     cfg = tmp_path / "t.yaml"
     cfg.write_text("blameShare: 0.5\n")
@@ -247,7 +254,7 @@ def test_rules_print_config(capsys: pytest.CaptureFixture[str]) -> None:
     ],
 )
 def test_scenario_errors(patch: dict[str, Any], needle: str) -> None:
-    from exporter.rules.scenarios import ScenarioError, parse_scenario
+    from tests.support.corpus import ScenarioError, parse_scenario
 
     member = {"name": "a", **patch}
     with pytest.raises(ScenarioError, match=re.escape(needle)):

@@ -1,6 +1,7 @@
 """Scenario files: one description of a node's minutes that drives both the Python
 evaluator (as :class:`~exporter.window.Window`s) and ``promtool test rules`` (as
-``input_series``), so the two can be compared at every evaluation time.
+``input_series``), so the two can be compared at every evaluation time. The corpus is
+``tests/scenarios/`` (test machinery: not part of the shipped package).
 
 A scenario (YAML)::
 
@@ -42,15 +43,15 @@ from typing import Any
 
 import yaml
 
-from ..cgroupfs.discovery import CgroupKind
-from ..findings.evaluator import identities, window_blame
-from ..findings.model import CULPRIT_UNKNOWN
-from ..findings.thresholds import Thresholds
-from ..identity import Identity
-from ..probe.histogram import RUNQ_BOUNDS_S, le_label
-from ..probe.metrics import DEFAULT_TOP_K as BLAME_TOP_K
-from ..probe.metrics import blame_shares as probe_blame_shares
-from ..window import (
+from exporter.cgroupfs.discovery import CgroupKind
+from exporter.findings.evaluator import identities, window_blame
+from exporter.findings.model import CULPRIT_UNKNOWN
+from exporter.findings.thresholds import Thresholds
+from exporter.identity import Identity
+from exporter.probe.histogram import RUNQ_BOUNDS_S, le_label
+from exporter.probe.metrics import DEFAULT_TOP_K as BLAME_TOP_K
+from exporter.probe.metrics import blame_shares as probe_blame_shares
+from exporter.window import (
     CULPRIT_IDLE,
     CULPRIT_UNATTRIBUTED,
     ContainerWindow,

@@ -1,0 +1,312 @@
+"""promtool unit tests rendered from the scenario corpus (test machinery, not shipped).
+
+The expected alerts at every evaluation time are the Python evaluator's findings, so a
+passing ``promtool test rules`` *is* the proof that the rules and the evaluator agree.
+
+``python -m tests.support.promtool_tests`` writes ``rules/tests/contention.rules.test.yaml``
+(committed, next to the rule file it tests); ``--check`` writes nothing and fails when
+the committed file is stale (``scripts/check-generated.sh`` runs it);
+``--promtool`` also runs ``promtool test rules`` on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from exporter.findings.evaluator import evaluate
+from exporter.findings.model import Finding, Kind
+from exporter.findings.thresholds import Thresholds, ThresholdsError, load_thresholds
+from exporter.generated_files import sync
+from exporter.probe.histogram import RUNQ_BOUNDS_S
+from exporter.rules.generator import ALERT_NAMES, HEADER, SUMMARIES, runbook_anchor
+from exporter.rules.promtool import PromtoolResult, run_promtool
+
+from .corpus import INSTANCE, JOB, Scenario, ScenarioError, load_corpus
+
+ROOT = Path(__file__).resolve().parents[2]
+TEST_FILE = Path("rules/tests/contention.rules.test.yaml")
+SCENARIOS = Path("tests/scenarios")
+COMMAND = "python -m tests.support.promtool_tests"
+
+
+def unit_test_rules(*paths: str | Path) -> PromtoolResult:
+    return run_promtool("test", "rules", *map(str, paths))
+
+
+# -- Go template helpers, as Prometheus renders annotations ------------------------------
+
+
+def go_g4(v: float) -> str:
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return f"{v:.4g}"
+
+
+def humanize_percentage(v: float) -> str:
+    return go_g4(v * 100) + "%"
+
+
+def humanize_duration(v: float) -> str:
+    if math.isnan(v) or math.isinf(v):
+        return go_g4(v)
+    if v == 0:
+        return f"{v:.4g}s"
+    if abs(v) >= 1:
+        sign = "-" if v < 0 else ""
+        v = abs(v)
+        secs = int(v) % 60
+        mins = (int(v) // 60) % 60
+        hours = (int(v) // 3600) % 24
+        days = int(v) // 86400
+        if days:
+            return f"{sign}{days}d {hours}h {mins}m {secs}s"
+        if hours:
+            return f"{sign}{hours}h {mins}m {secs}s"
+        if mins:
+            return f"{sign}{mins}m {secs}s"
+        return f"{sign}{v:.4g}s"
+    prefix = ""
+    for p in ("m", "u", "n", "p", "f", "a", "z", "y"):
+        if abs(v) >= 1:
+            break
+        prefix = p
+        v *= 1000
+    return f"{v:.4g}{prefix}s"
+
+
+def histogram_quantile(q: float, cum_rates: list[tuple[float, float]]) -> float:
+    """PromQL's bucketQuantile over (upper bound, cumulative rate) pairs ending at +Inf."""
+    if len(cum_rates) < 2:
+        return math.nan
+    observations = cum_rates[-1][1]
+    if observations == 0:
+        return math.nan
+    rank = q * observations
+    b = len(cum_rates) - 1  # sort.Search over all but the +Inf bucket
+    for i in range(len(cum_rates) - 1):
+        if cum_rates[i][1] >= rank:
+            b = i
+            break
+    if b == len(cum_rates) - 1:
+        return cum_rates[-2][0]
+    start, end, count = 0.0, cum_rates[b][0], cum_rates[b][1]
+    if b > 0:
+        start = cum_rates[b - 1][0]
+        count -= cum_rates[b - 1][1]
+        rank -= cum_rates[b - 1][1]
+    return start + (end - start) * (rank / count)
+
+
+# -- expected alerts -----------------------------------------------------------------------
+
+
+def alert_labels(f: Finding) -> dict[str, str]:
+    v = f.victim.identity
+    labels = {
+        "severity": f.severity.value,
+        "finding": f.kind.value,
+        "instance": INSTANCE,
+        "job": JOB,
+        "cgroup": v.cgroup,
+        "namespace": v.namespace,
+        "pod": v.pod,
+        "container": v.container,
+    }
+    c = f.culprit
+    if c is not None:
+        ci = c.identity
+        labels.update(culprit_cgroup=ci.cgroup)
+        if c.kind == "pod":  # the probe labels only pods with namespace/pod/container
+            labels.update(
+                culprit_namespace=ci.namespace, culprit_pod=ci.pod, culprit_container=ci.container
+            )
+        if f.kind is Kind.NOISY_NEIGHBOR:
+            labels.update(culprit_kind=c.kind, culprit=c.ref)
+    return {k: val for k, val in labels.items() if val}
+
+
+def _victim_t(labels: dict[str, str]) -> str:
+    if labels.get("pod"):
+        return f"{labels.get('namespace', '')}/{labels['pod']}/{labels.get('container', '')}"
+    return labels.get("cgroup", "")
+
+
+def alert_annotations(
+    f: Finding, scn: Scenario, t: int, th: Thresholds, labels: dict[str, str]
+) -> dict[str, str]:
+    name = next(n for n, m in scn.members.items() if m.cgroup_id == f.victim.cgroup_id)
+    m = t // 60 - 1  # the latest minute
+    pm = scn.per_minute[name]
+
+    def q_rate(key: str, pct: bool = True) -> str:
+        if key not in pm:
+            return "n/a"
+        return humanize_percentage(pm[key][m] / 60)
+
+    def q_p99() -> str:
+        if name not in scn.runq:
+            return "n/a"
+        slots = scn.runq[name][m]
+        cum, out = 0, []
+        for bound, c in zip((*RUNQ_BOUNDS_S, math.inf), slots, strict=True):
+            cum += c
+            out.append((bound, cum / 60))
+        return humanize_duration(histogram_quantile(0.99, out))
+
+    def node_mem() -> str:
+        if "mem_some_s" not in scn.node:
+            return "n/a"
+        return humanize_percentage(scn.node["mem_some_s"][m] / 60)
+
+    victim = _victim_t(labels)
+    w = th.window_minutes
+    k = f.kind
+    if k is Kind.CPU_THROTTLED:
+        ratio = f.evidence["throttled_ratio"]
+        desc = (
+            f"{victim} was throttled in {humanize_percentage(ratio)} of its CFS periods over "
+            f"the last {w}m (threshold {th.throttled_ratio * 100:g}%). It waits on its own CPU "
+            "limit, not on a neighbour."
+        )
+    elif k is Kind.NOISY_NEIGHBOR:
+        assert f.culprit is not None
+        desc = (
+            f"{victim} is stalled waiting for CPU (cpu pressure some {q_rate('cpu_some_s')}, "
+            f"run-queue p99 {q_p99()} in the latest minute). {f.culprit.ref} ({f.culprit.kind}) "
+            f"caused {humanize_percentage(f.culprit.blame_share)} of its run-queue wait over the "
+            f"last {w}m while using more CPU than it requested (or having no request)."
+        )
+    elif k is Kind.CPU_CONTENDED:
+        desc = (
+            f"{victim} is stalled waiting for CPU (cpu pressure some {q_rate('cpu_some_s')}, "
+            f"run-queue p99 {q_p99()} in the latest minute), but no single neighbour caused "
+            f"{th.blame_share * 100:g}% of its wait while running beyond its CPU request: the "
+            "node is oversubscribed."
+        )
+    elif k is Kind.MEMORY_PRESSURE:
+        if f.culprit is not None:
+            cl = {
+                "pod": labels.get("culprit_pod", ""),
+                "namespace": labels.get("culprit_namespace", ""),
+                "container": labels.get("culprit_container", ""),
+                "cgroup": labels.get("culprit_cgroup", ""),
+            }
+            who = (
+                f"Heuristic culprit: {_victim_t(cl)}, "
+                f"{humanize_percentage(f.culprit.blame_share)} of the node's memory beyond "
+                "requests."
+            )
+        else:
+            who = "No single container dominates the node's memory beyond requests."
+        desc = (
+            f"{victim} is stalled on memory (memory pressure some {q_rate('mem_some_s')} in "
+            f"the latest minute) while the node is under memory pressure ({node_mem()}). {who}"
+        )
+    else:
+        desc = (
+            f"{victim} is stalled on memory (memory pressure some {q_rate('mem_some_s')} in "
+            "the latest minute) while hitting its own memory limit (memory.events high/max "
+            "rising); the node is not under memory pressure."
+        )
+    return {
+        "summary": SUMMARIES[k],
+        "description": desc,
+        "runbook_url": f"{th.runbook_url}#{runbook_anchor(k)}",
+    }
+
+
+def render_tests(
+    scenarios: Iterable[Scenario],
+    th: Thresholds,
+    rule_file: str,
+    with_annotations: bool,
+    eval_times: str = "full",
+) -> dict[str, Any]:
+    """A promtool unit-test document: one test per scenario, every alert at every time.
+
+    ``eval_times="full"`` compares from the first full window on (where PromQL's
+    rate() over the window and the evaluator's sums cover the same minutes);
+    ``"all"`` from minute 1.
+    """
+    tests = []
+    for scn in scenarios:
+        alert_tests = []
+        times = (
+            scn.eval_times(th)
+            if eval_times == "full"
+            else [m * 60 for m in range(1, scn.minutes + 1)]
+        )
+        for t in times:
+            findings = evaluate(scn.window_at(t, th), th, float(t))
+            for kind, alertname in ALERT_NAMES.items():
+                exp = []
+                for f in findings:
+                    if f.kind is not kind:
+                        continue
+                    labels = alert_labels(f)
+                    item: dict[str, Any] = {"exp_labels": labels}
+                    if with_annotations:
+                        item["exp_annotations"] = alert_annotations(f, scn, t, th, labels)
+                    exp.append(item)
+                exp.sort(key=lambda e: sorted(e["exp_labels"].items()))
+                alert_tests.append(
+                    {"eval_time": f"{t // 60}m", "alertname": alertname, "exp_alerts": exp}
+                )
+        tests.append(
+            {
+                "name": scn.name,
+                "interval": "1m",
+                "input_series": scn.input_series(th),
+                "alert_rule_test": alert_tests,
+            }
+        )
+    return {"rule_files": [rule_file], "evaluation_interval": "1m", "tests": tests}
+
+
+def render_test_file(th: Thresholds, scenarios_dir: Path = ROOT / SCENARIOS) -> str:
+    """The committed promtool unit-test file: the ``unit: true`` scenarios, with full
+    labels and annotations, against ``../contention.rules.yaml``."""
+    unit = [s for s in load_corpus(scenarios_dir) if s.unit]
+    doc = render_tests(unit, th, "../contention.rules.yaml", with_annotations=True)
+    # Long input_series lines stay on one line: easier to read side by side.
+    return HEADER.replace("contention-exporter rules generate", COMMAND) + str(
+        yaml.safe_dump(doc, sort_keys=False, width=4096, allow_unicode=True)
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog=COMMAND,
+        description="Write rules/tests/contention.rules.test.yaml from tests/scenarios.",
+    )
+    p.add_argument("--config", default=None, metavar="FILE", help="thresholds YAML override")
+    p.add_argument("--out-dir", default=str(ROOT), metavar="DIR", help="repository root")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if stale")
+    p.add_argument("--promtool", action="store_true", help="run promtool test rules on it")
+    args = p.parse_args(argv)
+    try:
+        th = load_thresholds(args.config)
+        text = render_test_file(th)
+    except (ThresholdsError, ScenarioError) as e:
+        sys.stderr.write(f"error: {e}\n")
+        return 2
+    root = Path(args.out_dir)
+    rc = sync(root, {TEST_FILE: text}, verify=args.check, command=COMMAND)
+    if rc == 0 and args.promtool:
+        res = unit_test_rules(root / TEST_FILE)
+        sys.stdout.write(res.output)
+        rc = 0 if res.ok else 1
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
