@@ -50,6 +50,10 @@ class Identity:
 class IdentityResolver(Protocol):
     """Maps discovered cgroups to identities. Must be cheap: called every pass."""
 
+    def refresh(self) -> None:
+        """Called once at the start of every pass (e.g. re-read a file that changed)."""
+        ...
+
     def resolve(self, ref: CgroupRef) -> Identity: ...
 
     def staleness_seconds(self) -> float | None:
@@ -75,6 +79,9 @@ class HostIdentityResolver:
     def __init__(self) -> None:
         # Identities only depend on (id, path): build each once, not on every pass.
         self._cache: dict[tuple[int, str], Identity] = {}
+
+    def refresh(self) -> None:
+        pass
 
     def resolve(self, ref: CgroupRef) -> Identity:
         key = (ref.id, ref.path)

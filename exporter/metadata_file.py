@@ -127,9 +127,7 @@ class FileIdentityResolver:
     def refresh(self) -> None:
         """Called once per sampler pass: pick up edits to the file."""
         self.reload()
-        refresh = getattr(self.inner, "refresh", None)
-        if refresh is not None:
-            refresh()
+        self.inner.refresh()
 
     def resolve(self, ref: CgroupRef) -> Identity:
         base = self.inner.resolve(ref)

@@ -1,13 +1,14 @@
 """HTTP front: ``/metrics``, ``/findings``, ``/healthz`` and a landing page at ``/``.
 
-A small threaded WSGI server from the standard library; ``/metrics`` is served by
-prometheus_client's WSGI app (content negotiation, gzip, OpenMetrics), the rest here.
+A small threaded WSGI server from the standard library. Every request takes the
+published pass once (``Exposition.current()``) and answers from it: ``/metrics`` and
+``/findings`` are bytes made with the pass, so a scrape does no file I/O, never mixes
+two passes, and costs a copy of the bytes (``exporter.exposition.published``).
 """
 
 from __future__ import annotations
 
 import html
-import json
 import logging
 import threading
 import time
@@ -16,15 +17,17 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
-
 from . import __version__
-from .sampler import Sampler
+from .cgroupfs.mode import NodeFacts
+from .exposition.published import Exposition
 
 log = logging.getLogger(__name__)
 
 StartResponse = Callable[..., Any]
-FindingsFn = Callable[[], dict[str, Any]]  # the whole /findings document
+DEMO_HINT = (
+    "To see a finding happen on purpose, run a contention lab from a source checkout: "
+    "contention-exporter demo --list (docs/labs.md)."
+)
 
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
@@ -49,72 +52,92 @@ def parse_listen_address(addr: str) -> tuple[str, int]:
 class App:
     def __init__(
         self,
-        sampler: Sampler,
-        registry: CollectorRegistry,
-        findings: FindingsFn | None = None,
+        exposition: Exposition,
+        facts: NodeFacts,
+        interval: float,
         status: Callable[[], dict[str, str]] | None = None,
     ) -> None:
-        self.sampler = sampler
-        self.metrics_app = make_wsgi_app(registry)
-        self.findings = findings
+        self.exposition = exposition
+        self.facts = facts
+        self.interval = interval
         self.status = status or (lambda: {})
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
+        method = environ.get("REQUEST_METHOD", "GET")
+        if method not in ("GET", "HEAD"):
+            start_response("405 Method Not Allowed", [("Allow", "GET, HEAD")])
+            return [b""]
         if path == "/metrics":
-            return self.metrics_app(environ, start_response)  # type: ignore[no-any-return]
-        if path == "/healthz":
-            return self._health(start_response)
-        if path == "/findings":
-            return self._findings(start_response)
-        if path == "/":
-            return self._landing(start_response)
-        return self._send(start_response, "404 Not Found", "text/plain", b"not found\n")
+            body = self._metrics(environ, start_response)
+        elif path == "/healthz":
+            body = self._health(start_response)
+        elif path == "/findings":
+            body = self._findings(start_response)
+        elif path == "/":
+            body = self._landing(start_response)
+        else:
+            body = self._send(start_response, "404 Not Found", "text/plain", b"not found\n")
+        return [] if method == "HEAD" else body
 
     @staticmethod
-    def _send(start_response: StartResponse, status: str, ctype: str, body: bytes) -> list[bytes]:
-        start_response(status, [("Content-Type", ctype), ("Content-Length", str(len(body)))])
+    def _send(
+        start_response: StartResponse,
+        status: str,
+        ctype: str,
+        body: bytes,
+        extra: Iterable[tuple[str, str]] = (),
+    ) -> list[bytes]:
+        headers = [("Content-Type", ctype), ("Content-Length", str(len(body))), *extra]
+        start_response(status, headers)
         return [body]
 
+    def _metrics(self, environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
+        r = self.exposition.serve(environ.get("HTTP_ACCEPT"), environ.get("HTTP_ACCEPT_ENCODING"))
+        extra = [("Vary", "Accept, Accept-Encoding")]
+        if r.gzipped:
+            extra.append(("Content-Encoding", "gzip"))
+        return self._send(start_response, "200 OK", r.content_type, r.body, extra)
+
     def _health(self, start_response: StartResponse) -> list[bytes]:
-        snap = self.sampler.snapshot()
-        if snap is None:
+        result = self.exposition.current().result
+        if result is None:
             return self._send(
                 start_response, "503 Service Unavailable", "text/plain", b"first pass pending\n"
             )
-        age = time.time() - snap.taken_at
-        if age > max(3 * self.sampler.interval, 30):
+        age = time.time() - result.at
+        if age > max(3 * self.interval, 30):
             msg = f"stale: last sampler pass {age:.0f}s ago\n".encode()
             return self._send(start_response, "503 Service Unavailable", "text/plain", msg)
         return self._send(start_response, "200 OK", "text/plain", b"ok\n")
 
     def _findings(self, start_response: StartResponse) -> list[bytes]:
-        if self.findings is None:
-            body = json.dumps({"error": "findings are not enabled in this build"}).encode()
-            return self._send(start_response, "501 Not Implemented", "application/json", body)
-        try:
-            doc = self.findings()
-        except Exception as e:  # say what failed; never a traceback to the client
-            log.error("findings evaluation failed: %s", e)
-            body = json.dumps({"error": f"findings evaluation failed: {e}"}).encode()
-            return self._send(start_response, "500 Internal Server Error", "application/json", body)
-        return self._send(start_response, "200 OK", "application/json", json.dumps(doc).encode())
+        pub = self.exposition.current()
+        status = "200 OK" if pub.result is not None else "503 Service Unavailable"
+        return self._send(start_response, status, "application/json", pub.findings_json)
 
     def _landing(self, start_response: StartResponse) -> list[bytes]:
-        snap = self.sampler.snapshot()
-        facts = self.sampler.facts
+        result = self.exposition.current().result
+        facts = self.facts
+        tracked = len(result.snapshot.containers) if result else None
+        findings = len(result.findings) if result else None
         rows = [
             ("cgroup mode", facts.mode.value),
             ("compute supported", "yes" if facts.supported else f"no: {facts.reason}"),
             ("PSI", "yes" if facts.psi else f"no: {facts.psi_reason}"),
             ("kernel BTF", "yes" if facts.btf else "no"),
-            ("tracked cgroups", str(len(snap.containers)) if snap else "first pass pending"),
-            ("sample interval", f"{self.sampler.interval:g}s"),
+            ("tracked cgroups", "first pass pending" if tracked is None else str(tracked)),
+            ("findings", "first pass pending" if findings is None else str(findings)),
+            ("sample interval", f"{self.interval:g}s"),
             *self.status().items(),
         ]
         table = "".join(
             f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows
         )
+        hint = ""
+        if tracked == 0 or findings == 0:
+            what = "Nothing is tracked on this host yet." if tracked == 0 else "No findings now."
+            hint = f"<p>{html.escape(what)} {html.escape(DEMO_HINT)}</p>"
         page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>contention-exporter</title></head>
 <body><h1>contention-exporter {html.escape(__version__)}</h1>
@@ -122,7 +145,7 @@ class App:
 <ul><li><a href="/metrics">/metrics</a> (Prometheus)</li>
 <li><a href="/findings">/findings</a> (JSON)</li>
 <li><a href="/healthz">/healthz</a></li></ul>
-<table>{table}</table></body></html>
+<table>{table}</table>{hint}</body></html>
 """
         return self._send(start_response, "200 OK", "text/html; charset=utf-8", page.encode())
 

@@ -24,7 +24,7 @@ from types import TracebackType
 
 from prometheus_client.parser import text_string_to_metric_families
 
-_MAIN = "import sys; from exporter.cli import main; sys.exit(main())"
+_MAIN = "import sys; from exporter.commands import main; sys.exit(main())"
 
 
 class ExporterError(RuntimeError):

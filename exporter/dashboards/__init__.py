@@ -7,13 +7,7 @@ Two dashboards (see docs/dashboards.md):
 * ``contention-container-drilldown`` — one container: usage vs request vs limit,
   throttling, PSI, run-queue heatmap and p99, blame over time and as a graph, memory.
 
-``register_subcommands(subparsers)`` adds ``dashboards generate [--check]``; the SDK (the
-``dashboards`` extra) is imported only when that command runs, so the exporter itself
+``render.render_all(thresholds)`` builds every file; the SDK (the ``dashboards`` extra)
+is imported only by ``contention-exporter dashboards generate``, so the exporter itself
 never needs it.
 """
-
-from __future__ import annotations
-
-from .cli import register_subcommands
-
-__all__ = ["register_subcommands"]

@@ -1,7 +1,8 @@
 """What a finding is: the verdict, who it is about, who caused it, and the numbers.
 
-``Finding.to_dict()`` is the JSON served on ``/findings`` and printed by the CLI; its
-schema is ``exporter/data/finding.schema.json`` (documented in docs/findings.md).
+``findings_document()`` (built from ``Finding.to_dict()``) is the JSON served on
+``/findings`` and printed by the commands; its schema is
+``exporter/data/finding.schema.json`` (documented in docs/findings.md).
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ from enum import StrEnum
 from typing import Any
 
 from ..identity import Identity
+from ..window.model import Window
+
+SCHEMA_VERSION = 1
 
 
 class Kind(StrEnum):
@@ -22,8 +26,7 @@ class Kind(StrEnum):
 
 
 class Severity(StrEnum):
-    """Prometheus-style severities. Seed 000's critical/high/medium map to
-    critical/warning/info."""
+    """Alertmanager-style severities (docs/findings.md#severity)."""
 
     CRITICAL = "critical"
     WARNING = "warning"
@@ -146,3 +149,27 @@ class Finding:
 def sort_findings(findings: list[Finding]) -> list[Finding]:
     """Most severe first, then by kind, victim and culprit (a stable, readable order)."""
     return sorted(findings, key=lambda f: (SEVERITY_ORDER[f.severity], *f.key()))
+
+
+def findings_document(
+    findings: list[Finding],
+    now: float,
+    window: Window | None = None,
+    window_minutes: int | None = None,
+    probe_loaded: bool | None = None,
+) -> dict[str, Any]:
+    """The ``/findings`` body (schema: exporter/data/finding.schema.json).
+
+    ``probe_loaded``: whether the scheduler probe was loaded in the pass evaluated
+    (default: what ``window`` says); it is why a finding can or cannot name a culprit.
+    """
+    if probe_loaded is None and window is not None:
+        probe_loaded = window.probe_loaded
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "evaluated_at": now,
+        "window_minutes": window_minutes,
+        "probe_loaded": probe_loaded,
+        "containers": len(window.containers) if window is not None else None,
+        "findings": [f.to_dict() for f in findings],
+    }

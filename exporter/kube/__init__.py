@@ -1,62 +1,32 @@
 """Kubernetes mode: name cgroups after pods, with requests and the opt-out annotation.
 
 Optional (``pip install 'contention-exporter[kube]'``). Importing this package does
-not import ``kubernetes``; only :func:`build_resolver` does, and only when
-``--kubernetes`` is given, so host mode never needs the client.
+not import ``kubernetes``; only :func:`build_resolver` does, and only when the
+:class:`KubeConfig` enables it, so host mode never needs the client::
 
-Wiring (``exporter/cli.py``)::
-
-    from . import kube
-    kube.add_arguments(run_parser)
-    resolver = kube.build_resolver(args)  # None unless --kubernetes; started
-    if resolver is None:
-        resolver = HostIdentityResolver()
+    resolver = kube.build_resolver(KubeConfig(enabled=True, node_name="n1"))  # started
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-if TYPE_CHECKING:
-    from .resolver import KubeIdentityResolver
+from .resolver import KubeIdentityResolver
 
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
+NODE_NAME_ENV = "NODE_NAME"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The Kubernetes flags. Default: off (host mode, no API access at all)."""
-    g = parser.add_argument_group("kubernetes")
-    g.add_argument(
-        "--kubernetes",
-        action="store_true",
-        help="name cgroups after pods (namespace/pod/container, requests, QoS, opt-out) "
-        "by watching this node's pods in the Kubernetes API",
-    )
-    g.add_argument(
-        "--kubeconfig",
-        metavar="FILE",
-        default=None,
-        help="kubeconfig to use (default: in-cluster service account when running in a "
-        "pod, else $KUBECONFIG or ~/.kube/config)",
-    )
-    g.add_argument(
-        "--node-name",
-        metavar="NAME",
-        default=os.environ.get("NODE_NAME", ""),
-        help="this node's name as the API knows it; only its pods are watched "
-        "(default: $NODE_NAME, set from the downward API in the DaemonSet)",
-    )
-    g.add_argument(
-        "--kubernetes.deleted-grace",
-        dest="kube_deleted_grace",
-        type=float,
-        default=300.0,
-        metavar="SECONDS",
-        help="keep naming a deleted pod's cgroups for this long while they linger "
-        "(default: %(default)s)",
-    )
+@dataclass(frozen=True, slots=True)
+class KubeConfig:
+    """Kubernetes mode's settings. Default: off (host mode, no API access at all)."""
+
+    enabled: bool = False
+    kubeconfig: str | None = None  # None: in-cluster service account, else the default
+    node_name: str = ""  # only this node's pods are watched ("": $NODE_NAME)
+    deleted_grace_s: float = 300.0  # keep naming a deleted pod's cgroups this long
 
 
 def make_api_factory(kubeconfig: str | None = None, context: str | None = None) -> Any:
@@ -90,12 +60,12 @@ def make_api_factory(kubeconfig: str | None = None, context: str | None = None) 
     return factory
 
 
-def build_resolver(args: argparse.Namespace) -> KubeIdentityResolver | None:
-    """The started Kubernetes resolver, or None in host mode (``--kubernetes`` absent).
+def build_resolver(cfg: KubeConfig) -> KubeIdentityResolver | None:
+    """The started Kubernetes resolver, or None in host mode (``cfg.enabled`` false).
 
     Raises ValueError for a usage error (no node name, client not installed).
     """
-    if not getattr(args, "kubernetes", False):
+    if not cfg.enabled:
         return None
     try:
         import kubernetes  # noqa: F401
@@ -103,9 +73,7 @@ def build_resolver(args: argparse.Namespace) -> KubeIdentityResolver | None:
         raise ValueError(
             "--kubernetes needs the Kubernetes client: pip install 'contention-exporter[kube]'"
         ) from None
-    from .resolver import KubeIdentityResolver
-
-    node = getattr(args, "node_name", "") or os.environ.get("NODE_NAME", "")
+    node = cfg.node_name or os.environ.get(NODE_NAME_ENV, "")
     if not node:
         raise ValueError(
             "--kubernetes needs this node's name: pass --node-name or set NODE_NAME "
@@ -113,8 +81,8 @@ def build_resolver(args: argparse.Namespace) -> KubeIdentityResolver | None:
         )
     resolver = KubeIdentityResolver(
         node,
-        make_api_factory(getattr(args, "kubeconfig", None)),
-        deleted_grace_seconds=getattr(args, "kube_deleted_grace", 300.0),
+        make_api_factory(cfg.kubeconfig),
+        deleted_grace_seconds=cfg.deleted_grace_s,
     )
     resolver.start()
     return resolver

@@ -153,6 +153,9 @@ class KubeIdentityResolver:
 
     # -- IdentityResolver -------------------------------------------------------------
 
+    def refresh(self) -> None:
+        """Nothing to do per pass: the watch thread keeps the index current."""
+
     def resolve(self, ref: CgroupRef) -> Identity:
         k = ref.k8s
         if k is None or not (k.pod_uid or k.container_id):

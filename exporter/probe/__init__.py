@@ -1,11 +1,16 @@
 """The scheduler probe: in-kernel run-queue latency and victim -> culprit blame (BCC).
 
-The C program lives in ``bpf/sched_probe.c``; this package loads it, reads and diffs
-its maps, does the histogram maths and names culprits. It hands plain data to the
-sampler; ``exporter.probe.metrics`` turns that into Prometheus families.
+The C program lives in ``bpf/sched_probe.c``; this package loads it (``loader``,
+``config``), reads and diffs its maps (``diff``, ``model``), does the histogram maths
+(``histogram``), names culprits (``culprit``), splits a victim's wait among them
+(``blame``) and folds each pass's deltas into the window (``fold``). Plain data only:
+``exporter.exposition.probe`` turns it into Prometheus families.
 """
 
-from .culprit import ROOT_CGROUP_ID, Culprit, CulpritKind, classify_culprit
+from .blame import DEFAULT_TOP_K, BlameShare, blame_shares, unknown_blame_ratio
+from .config import ProbeConfig, open_probe
+from .culprit import ROOT_CGROUP_ID, CulpritKind, NamedCulprit, classify_culprit
+from .fold import ProbeFolds, ProbeSnapshot
 from .histogram import (
     RUNQ_BOUNDS_S,
     RUNQ_SLOTS,
@@ -18,22 +23,30 @@ from .model import BlameCell, ProbeDelta, ProbeTotals, ProgramStats, RunqDelta, 
 from .status import REASONS, ProbeStatus
 
 __all__ = [
+    "DEFAULT_TOP_K",
     "REASONS",
     "ROOT_CGROUP_ID",
     "RUNQ_BOUNDS_S",
     "RUNQ_SLOTS",
     "BlameCell",
-    "Culprit",
+    "BlameShare",
     "CulpritKind",
+    "NamedCulprit",
+    "ProbeConfig",
     "ProbeDelta",
+    "ProbeFolds",
+    "ProbeSnapshot",
     "ProbeStatus",
     "ProbeTotals",
     "ProgramStats",
     "RunqDelta",
     "RunqHistogram",
     "SchedProbe",
+    "blame_shares",
     "classify_culprit",
     "cumulative_buckets",
     "estimate_quantile",
+    "open_probe",
     "quantile_at_least",
+    "unknown_blame_ratio",
 ]

@@ -8,13 +8,13 @@ from enum import StrEnum
 
 from ..cgroupfs.discovery import CgroupKind
 from ..identity import Identity
-from ..window import CULPRIT_IDLE, CULPRIT_UNATTRIBUTED, CulpritKey
+from ..window.model import CULPRIT_IDLE, CULPRIT_UNATTRIBUTED, CulpritKey
 
 # The cgroup v2 root always has id 1 (kernfs root inode): kernel threads live there.
 ROOT_CGROUP_ID = 1
 
 
-# The labels naming a culprit on blame, finding and alert series (Culprit.labels()).
+# The labels naming a culprit on blame, finding and alert series (NamedCulprit.labels()).
 CULPRIT_LABELS = (
     "culprit_kind",
     "culprit",
@@ -34,7 +34,9 @@ class CulpritKind(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Culprit:
+class NamedCulprit:
+    """A blame key classified: its kind and the names its labels carry."""
+
     kind: CulpritKind
     culprit: str  # one human name: ns/pod/container, pod:<uid8>, a unit path, ...
     cgroup: str = ""  # cgroup path (joins the culprit's own series on `cgroup`)
@@ -47,17 +49,17 @@ class Culprit:
         return dict(zip(CULPRIT_LABELS, (*values, self.container), strict=True))
 
 
-IDLE = Culprit(CulpritKind.IDLE, "idle")
-UNATTRIBUTED = Culprit(CulpritKind.UNKNOWN, "unattributed")
-UNKNOWN = Culprit(CulpritKind.UNKNOWN, "unknown")
-KERNEL = Culprit(CulpritKind.KERNEL, "kernel", cgroup="/")
+IDLE = NamedCulprit(CulpritKind.IDLE, "idle")
+UNATTRIBUTED = NamedCulprit(CulpritKind.UNKNOWN, "unattributed")
+UNKNOWN = NamedCulprit(CulpritKind.UNKNOWN, "unknown")
+KERNEL = NamedCulprit(CulpritKind.KERNEL, "kernel", cgroup="/")
 
 
 def classify_culprit(
     key: CulpritKey,
     identities: Mapping[int, Identity],
     root_ids: Collection[int] = (ROOT_CGROUP_ID,),
-) -> Culprit:
+) -> NamedCulprit:
     """Classify a culprit key from the blame matrix.
 
     ``identities``: every cgroup the exporter can name (tracked containers and the
@@ -79,7 +81,7 @@ def classify_culprit(
     # A cgroup a metadata source named as a pod (host mode's --metadata-file) is a pod
     # culprit too, with the same labels the victim side carries.
     if ident.kind in (CgroupKind.CONTAINER, CgroupKind.POD) or ident.pod_uid or ident.pod:
-        return Culprit(
+        return NamedCulprit(
             CulpritKind.POD,
             ident.name,
             cgroup=ident.cgroup,
@@ -87,4 +89,4 @@ def classify_culprit(
             pod=ident.pod,
             container=ident.container,
         )
-    return Culprit(CulpritKind.SYSTEM, ident.cgroup.lstrip("/") or "/", cgroup=ident.cgroup)
+    return NamedCulprit(CulpritKind.SYSTEM, ident.cgroup.lstrip("/") or "/", cgroup=ident.cgroup)

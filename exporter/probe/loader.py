@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..window import CULPRIT_IDLE, CULPRIT_UNATTRIBUTED, CulpritKey
+from ..window.model import CULPRIT_IDLE, CULPRIT_UNATTRIBUTED, CulpritKey
 from .diff import diff_counters, diff_totals
 from .histogram import RUNQ_BOUNDS_S, bounds_ns
 from .model import BlameCell, ProbeDelta, ProbeTotals, ProgramStats, RunqHistogram, runq_delta
@@ -238,7 +238,9 @@ class SchedProbe:
 
     def _fail(self, reason: str, detail: str) -> ProbeStatus:
         self._status = ProbeStatus(False, reason, detail, self.attribution)
-        log.warning("scheduler probe not loaded (%s): %s", reason, detail)
+        # Switched off on purpose (--no-probe) is news, not a problem.
+        level = logging.INFO if reason == REASON_DISABLED else logging.WARNING
+        log.log(level, "scheduler probe not loaded (%s): %s", reason, detail)
         return self._status
 
     def load(self) -> ProbeStatus:

@@ -1,11 +1,11 @@
-"""Plain data the probe hands to the sampler and the collector."""
+"""Plain data the probe hands to the sampler and the exposition."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..window import CulpritKey
+from ..window.model import CulpritKey
 from .histogram import RUNQ_SLOTS
 
 

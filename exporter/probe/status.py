@@ -29,6 +29,7 @@ REASONS = (
     REASON_NOT_LOADED,
 )
 
+# What scripts/setup-probe.sh prepares: the running kernel's headers, or the nearest ones.
 DEFAULT_KERNEL_SOURCE = "/var/cache/contention-exporter/kernel-source"
 TRACEPOINTS = ("sched_switch", "sched_wakeup", "sched_wakeup_new", "sched_process_exit")
 
@@ -81,29 +82,45 @@ def tracefs_ok(tracefs: str) -> tuple[bool, str]:
     return True, ""
 
 
+def kernel_source_candidates(
+    explicit: str | None, release: str | None = None
+) -> list[tuple[str, str]]:
+    """Where BCC's kernel headers are looked for, in order: ``(what, directory)``.
+
+    The explicit choice (``--probe.kernel-source``), ``$BCC_KERNEL_SOURCE``, the
+    running kernel's own headers (an exact match), then the nearest headers
+    ``scripts/setup-probe.sh`` prepared when the distribution has none for this kernel.
+    """
+    release = release or os.uname().release
+    out = [
+        ("argument", explicit or ""),
+        ("BCC_KERNEL_SOURCE", os.environ.get("BCC_KERNEL_SOURCE", "")),
+        ("running kernel", f"/lib/modules/{release}/build"),
+        ("prepared cache", DEFAULT_KERNEL_SOURCE),
+    ]
+    return [(what, path) for what, path in out if path]
+
+
+KERNEL_SOURCE_ORDER = (
+    "$BCC_KERNEL_SOURCE, /lib/modules/$(uname -r)/build, then "
+    f"{DEFAULT_KERNEL_SOURCE} (prepared by scripts/setup-probe.sh)"
+)
+
+
 def find_kernel_source(explicit: str | None, release: str | None = None) -> tuple[str | None, str]:
     """Where BCC finds kernel headers: (directory or None for BCC's own search, detail).
 
-    Order: the explicit argument, ``$BCC_KERNEL_SOURCE``, the exporter's prepared
-    cache (``scripts/setup-probe.sh``), the running kernel's ``/lib/modules/*/build``,
-    then ``/sys/kernel/kheaders.tar.xz`` (BCC unpacks it itself). Raises nothing:
-    returns ``(None, why)`` when there is none (``why`` is empty if BCC can cope).
+    Tries :func:`kernel_source_candidates` in order (a directory with an ``include/``
+    subdirectory wins), then ``/sys/kernel/kheaders.tar.xz`` (BCC unpacks it itself).
+    Raises nothing: returns ``(None, why)`` when there is none (``why`` is empty if BCC
+    can cope). An explicit choice that is wrong is an error, not a fallback.
     """
-    release = release or os.uname().release
-    candidates = [
-        ("argument", explicit),
-        ("BCC_KERNEL_SOURCE", os.environ.get("BCC_KERNEL_SOURCE")),
-        ("prepared cache", DEFAULT_KERNEL_SOURCE),
-        ("running kernel", f"/lib/modules/{release}/build"),
-    ]
     tried = []
-    for what, path in candidates:
-        if not path:
-            continue
+    for what, path in kernel_source_candidates(explicit, release):
         if os.path.isdir(os.path.join(path, "include")):
             return os.path.realpath(path), f"{what}: {path}"
         tried.append(path)
-        if what == "argument":  # an explicit choice that is wrong is an error
+        if what == "argument":
             break
     if explicit is None and os.path.exists("/sys/kernel/kheaders.tar.xz"):
         return None, ""

@@ -1,7 +1,7 @@
 """Generate the Prometheus rule pack from the threshold config.
 
 The alerts encode seed 000's gating logic over the raw exported metrics, with the
-same per-minute arithmetic as the Python evaluator (``exporter.findings.evaluator``):
+same per-minute arithmetic as the Python evaluator (``exporter.findings``):
 
 * per-minute stall terms are ``rate(x[1m] offset Nm)`` for each sustain minute, so
   "stalled for two consecutive minutes" is part of the expression (no ``for:``): the
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -494,3 +495,15 @@ def render_prometheus_rule(th: Thresholds, interval: str = DEFAULT_INTERVAL) -> 
         "spec": rule_groups(th, interval),
     }
     return HEADER + dump_yaml(doc)
+
+
+RULE_FILE = Path("rules/contention.rules.yaml")
+MANIFEST = Path("deploy/prometheusrule.yaml")
+
+
+def render_files(th: Thresholds, interval: str = DEFAULT_INTERVAL) -> dict[Path, str]:
+    """Every file ``rules generate`` writes, by path relative to the repository root."""
+    return {
+        RULE_FILE: render_rule_file(th, interval),
+        MANIFEST: render_prometheus_rule(th, interval),
+    }

@@ -44,13 +44,13 @@ from typing import Any
 import yaml
 
 from exporter.cgroupfs.discovery import CgroupKind
-from exporter.findings.evaluator import identities, window_blame
+from exporter.findings.aggregates import identities, window_blame
 from exporter.findings.model import CULPRIT_UNKNOWN
 from exporter.findings.thresholds import Thresholds
 from exporter.identity import Identity
+from exporter.probe.blame import DEFAULT_TOP_K as BLAME_TOP_K
+from exporter.probe.blame import blame_shares
 from exporter.probe.histogram import RUNQ_BOUNDS_S, le_label
-from exporter.probe.metrics import DEFAULT_TOP_K as BLAME_TOP_K
-from exporter.probe.metrics import blame_shares as probe_blame_shares
 from exporter.window import (
     CULPRIT_IDLE,
     CULPRIT_UNATTRIBUTED,
@@ -332,7 +332,7 @@ class Scenario:
             w = self.window_at(t, th)
             row: dict[tuple[tuple[str, str], ...], float] = {}
             sums = window_blame(w, mem.cgroup_id, t, th)
-            for b in probe_blame_shares(sums, identities(w), top_k=BLAME_TOP_K):
+            for b in blame_shares(sums, identities(w), top_k=BLAME_TOP_K):
                 lab = tuple(b.culprit.labels().items())
                 row[lab] = b.share
                 keys[lab] = None

@@ -20,10 +20,10 @@ from typing import Any
 
 import yaml
 
-from exporter.findings.evaluator import evaluate
+from exporter.commands.generated_files import sync
+from exporter.findings.evaluate import evaluate
 from exporter.findings.model import Finding, Kind
 from exporter.findings.thresholds import Thresholds, ThresholdsError, load_thresholds
-from exporter.generated_files import sync
 from exporter.probe.histogram import RUNQ_BOUNDS_S
 from exporter.rules.generator import ALERT_NAMES, HEADER, SUMMARIES, runbook_anchor
 from exporter.rules.promtool import PromtoolResult, run_promtool

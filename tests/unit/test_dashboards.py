@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import re
@@ -17,7 +16,6 @@ import yaml
 
 pytest.importorskip("grafana_foundation_sdk")
 
-from exporter.dashboards import register_subcommands  # noqa: E402
 from exporter.dashboards.promql import named, named_culprit  # noqa: E402
 from exporter.dashboards.render import (  # noqa: E402
     DEPLOY_DIR,
@@ -387,10 +385,9 @@ def test_json_is_sorted_and_newline_terminated(models: dict[str, dict[str, Any]]
 
 
 def _run(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser()
-    register_subcommands(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(argv)
-    return int(args.handler(args))
+    from exporter.commands import main
+
+    return main(argv)
 
 
 def test_cli_generate_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,5 +1,9 @@
 """Golden exposition: a fixture tree → /metrics text, compared to a committed file.
 
+The text is what the exporter serves: one pass of the real agent (probe off, the
+process's own metrics left out: they differ between runs), rendered as a scrape gets
+it. The renderer must write exactly what prometheus_client's would.
+
 Regenerate after an intended change with ``UPDATE_GOLDEN=1 pytest tests/unit/test_exposition.py``
 and review the diff. ``promtool check metrics`` lints the same text (naming, units,
 HELP/TYPE), so a bad name fails here rather than in someone's Prometheus.
@@ -15,10 +19,15 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.openmetrics.exposition import generate_latest as om_generate_latest
+from prometheus_client.process_collector import ProcessCollector
 
-from exporter.cgroupfs import mode
-from exporter.collector import ContentionCollector
-from exporter.sampler import Sampler
+from exporter.agent import Agent, AgentConfig
+from exporter.exposition.text import render as fast_render
+from exporter.findings import load_thresholds
+from exporter.probe import ProbeConfig
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 GOLDEN = Path(__file__).parent.parent / "golden"
@@ -34,14 +43,43 @@ _VOLATILE = [
 ]
 
 
+def agent_at(root: Path) -> Agent:
+    cfg = AgentConfig(
+        sysfs=str(root / "sys"),
+        procfs=str(root / "proc"),
+        probe=ProbeConfig(enabled=False),
+        process_metrics=False,
+    )
+    return Agent(cfg, load_thresholds())
+
+
+def families(tree: str) -> list[Metric]:
+    return agent_at(FIXTURES / tree).run_pass(now=1_700_000_000.0).families
+
+
 def render(tree: str) -> str:
-    root = FIXTURES / tree
-    facts = mode.detect(str(root / "sys"), str(root / "proc"))
-    sampler = Sampler(facts, procfs=str(root / "proc"))
-    sampler.run_once(now=1_700_000_000.0)
-    registry = CollectorRegistry()
-    registry.register(ContentionCollector(sampler))
-    return generate_latest(registry).decode()
+    pub = agent_at(FIXTURES / tree).run_pass(now=1_700_000_000.0)
+    return pub.metrics(openmetrics=False, gzipped=False).body.decode()
+
+
+class _Registry:
+    def __init__(self, fams: list[Metric]) -> None:
+        self.fams = fams
+
+    def collect(self) -> list[Metric]:
+        return self.fams
+
+
+@pytest.mark.parametrize("tree", ["v2-systemd", "hybrid", "v1-only", "no-psi", "malformed"])
+def test_renderer_writes_what_prometheus_client_writes(tree: str) -> None:
+    fams = families(tree)
+    own = CollectorRegistry()
+    ProcessCollector(registry=own)
+    GCCollector(registry=own)
+    fams += list(own.collect())
+    assert fast_render(fams) == generate_latest(_Registry(fams))  # type: ignore[arg-type]
+    om = om_generate_latest(_Registry(fams))  # type: ignore[no-untyped-call]
+    assert fast_render(fams, openmetrics=True) == om
 
 
 def normalise(text: str) -> str:
@@ -94,12 +132,9 @@ def test_label_values_with_quotes_newlines_and_backslashes(tmp_path: Path) -> No
     (weird / "cpu.stat").write_text("usage_usec 1500000\nuser_usec 1000000\nsystem_usec 500000\n")
     (tmp_path / "proc/pressure").mkdir(parents=True)
     (tmp_path / "proc/pressure/cpu").write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
-    facts = mode.detect(str(tmp_path / "sys"), str(tmp_path / "proc"))
-    sampler = Sampler(facts, procfs=str(tmp_path / "proc"))
-    sampler.run_once(now=1.0)
-    registry = CollectorRegistry()
-    registry.register(ContentionCollector(sampler))
-    text = generate_latest(registry).decode()
+    pub = agent_at(tmp_path).run_pass(now=1.0)
+    text = pub.metrics(openmetrics=False, gzipped=False).body.decode()
+    assert text.encode() == generate_latest(_Registry(pub.families))  # type: ignore[arg-type]
     usage = [
         s
         for f in text_string_to_metric_families(text)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -13,17 +14,16 @@ from typing import Any
 
 import pytest
 
-from exporter.cgroupfs import mode
 from exporter.cgroupfs.discovery import CgroupKind
+from exporter.commands import build_parser
+from exporter.exposition.findings import finding_families
 from exporter.findings import (
-    blame_shares,
+    culprit_shares,
     evaluate,
-    finding_families,
     findings_document,
     load_thresholds,
-    register_subcommands,
+    memory_overages,
 )
-from exporter.findings.evaluator import memory_overages
 from exporter.findings.model import Kind, Severity
 from exporter.findings.thresholds import RUNQ_BOUNDS_S, Thresholds
 from exporter.identity import Identity
@@ -151,14 +151,14 @@ def test_first_seen_is_the_start_of_the_run(th: Thresholds) -> None:
     assert f.last_seen == 99 * 60
 
 
-def test_blame_shares_merge_unknown_and_mark_self(th: Thresholds) -> None:
+def test_culprit_shares_merge_unknown_and_mark_self(th: Thresholds) -> None:
     folds = [
         fold(m, blame_s={10: 2.0, 555: 1.0, 556: 1.0, "idle": 1.0, "unattributed": 1.0, 1: 4.0})
         for m in range(94, 99)
     ]
     root = Identity(cgroup="/", kind=CgroupKind.ROOT)
     w = window(cw(10, ident("api"), folds), others={1: root})
-    shares = {(b.culprit_kind, b.ref): b.share for b in blame_shares(w, 10, T, th)}
+    shares = {(b.culprit_kind, b.ref): b.share for b in culprit_shares(w, 10, T, th)}
     assert shares == {
         ("kernel", "kernel"): 0.4,
         ("self", "ns/api/c"): 0.2,
@@ -166,7 +166,7 @@ def test_blame_shares_merge_unknown_and_mark_self(th: Thresholds) -> None:
         ("idle", "idle"): 0.1,
         ("unknown", "unattributed"): 0.1,
     }
-    assert blame_shares(w, 12345, T, th) == []
+    assert culprit_shares(w, 12345, T, th) == []
 
 
 def test_culprits_are_named_like_the_blame_gauge(th: Thresholds) -> None:
@@ -174,7 +174,7 @@ def test_culprits_are_named_like_the_blame_gauge(th: Thresholds) -> None:
     unit = Identity("/system.slice/kubelet.service", CgroupKind.SYSTEM)
     folds = [fold(m, blame_s={30: 4.0, 31: 4.0, "idle": 2.0}) for m in range(94, 99)]
     w = window(cw(10, ident("api"), folds), others={30: docker, 31: unit})
-    shares = {b.key: b for b in blame_shares(w, 10, T, th)}
+    shares = {b.key: b for b in culprit_shares(w, 10, T, th)}
     assert shares[30].culprit_kind == "pod"
     assert shares[31].culprit_kind == "system"
     assert shares[31].ref == "system.slice/kubelet.service"
@@ -236,7 +236,7 @@ def _corpus_findings(th: Thresholds) -> list[Any]:
         for t in scn.eval_times(th):
             w = scn.window_at(t, th)
             fs = evaluate(w, th, float(t))
-            out.append((fs, findings_document(fs, float(t), w, th)))
+            out.append((fs, findings_document(fs, float(t), w, th.window_minutes)))
     return out
 
 
@@ -255,9 +255,11 @@ def test_documents_match_the_json_schema(th: Thresholds) -> None:
 
 
 def test_finding_gauge(th: Thresholds) -> None:
-    for fs, _doc in _corpus_findings(th):
-        (fam,) = finding_families(fs)
+    for fs, doc in _corpus_findings(th):
+        t = doc["evaluated_at"]
+        fam, at = finding_families(fs, float(t))
         assert fam.name == "contention_finding"
+        assert at.samples[0].value == float(t)  # the pass the findings were evaluated for
         assert len(fam.samples) == len(fs)
         for f, s in zip(fs, fam.samples, strict=True):
             assert s.value == 1.0
@@ -266,23 +268,23 @@ def test_finding_gauge(th: Thresholds) -> None:
             assert s.labels["cgroup"] == f.victim.identity.cgroup
             if f.culprit:
                 assert s.labels["culprit_cgroup"] == f.culprit.identity.cgroup
-    assert finding_families([])[0].samples == []
+    assert finding_families([], 0.0)[0].samples == []
 
 
 # -- CLI -------------------------------------------------------------------------------
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="contention-exporter")
-    register_subcommands(p.add_subparsers(dest="command"))
-    return p
+    return build_parser()
 
 
 @pytest.fixture
 def server(th: Thresholds) -> Iterator[str]:
     scn = next(s for s in load_corpus(ROOT / "tests" / "scenarios") if s.name == "mixed-node")
     w = scn.window_at(600, th)
-    body = json.dumps(findings_document(evaluate(w, th, 600.0), 600.0, w, th)).encode()
+    body = json.dumps(
+        findings_document(evaluate(w, th, 600.0), 600.0, w, th.window_minutes)
+    ).encode()
 
     class H(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -331,42 +333,25 @@ def test_cli_findings_errors(server: str, capsys: pytest.CaptureFixture[str]) ->
     assert "cannot reach" in capsys.readouterr().err
 
 
-def test_cli_diagnose_with_a_fake_sampler(
-    th: Thresholds, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    scn = next(s for s in load_corpus(ROOT / "tests" / "scenarios") if s.name == "mixed-node")
-
-    class FakeSampler:
-        runs = 0
-
-        def run_once(self, now: float | None = None) -> None:
-            FakeSampler.runs += 1
-
-        def window(self) -> Window:
-            return scn.window_at(600, th)
-
-    class FakeAssembly:
-        sampler = FakeSampler()
-        facts = mode.detect(str(ROOT / "tests/fixtures/v2-systemd/sys"), "/nonexistent")
-
-        def close(self) -> None:
-            pass
-
-    import exporter.assemble
-    import exporter.findings.cli as fcli
-
-    # The real sampler would read this host; the scenario's window stands in for it.
-    monkeypatch.setattr(exporter.assemble, "assemble", lambda args, th: FakeAssembly())
-    monkeypatch.setattr(fcli.time, "time", lambda: 600.0)
-    a = _parser().parse_args(
-        ["diagnose", "--duration", "0.01", "--quiet", "--sample-interval", "1"]
-    )
+def test_cli_diagnose_runs_the_agent_on_a_node(capsys: pytest.CaptureFixture[str]) -> None:
+    """diagnose runs the exporter's own passes (here on a fixture node, probe off) and
+    says what the last pass saw: the containers, the probe, the findings."""
+    root = ROOT / "tests/fixtures/v2-systemd"
+    node = ["--path.sysfs", str(root / "sys"), "--path.procfs", str(root / "proc")]
+    args = ["diagnose", "--duration", "0.01", "--quiet", "--no-probe", *node]
+    a = _parser().parse_args(args)
     assert a.handler(a) == 0
     out = capsys.readouterr()
-    assert FakeSampler.runs >= 1
-    assert "memory-limit-thrash" in out.out
-    assert "fix: raise resources.limits.memory on the victim" in out.out
+    first = out.out.splitlines()[0]
+    assert re.match(r"9 containers sampled in [12] passes; ", first)
+    assert "scheduler probe off: disabled" in first and "no culprit can be named" in first
+    assert "no findings" in out.out and "demo --list" in out.out
     assert "need 2 complete minutes" in out.err
+    a = _parser().parse_args([*args, "--json"])
+    assert a.handler(a) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["probe_loaded"] is False and doc["findings"] == []
+    assert doc["containers"] > 0 and doc["window_minutes"] == 5
 
 
 def test_the_minute_that_just_ended_may_not_be_folded_yet(th: Thresholds) -> None:

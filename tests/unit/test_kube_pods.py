@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 from typing import Any
 
 import pytest
 
-from exporter.kube import add_arguments, build_resolver
+from exporter.commands import build_parser
+from exporter.commands.common import agent_config
+from exporter.kube import KubeConfig, build_resolver
 from exporter.kube.pods import (
     PodMeta,
     derive_qos,
@@ -174,36 +175,36 @@ def test_merge_container_ids_is_bounded_and_keeps_newest() -> None:
     assert merge_container_ids(old, other) is other
 
 
-def _args(*argv: str) -> argparse.Namespace:
-    p = argparse.ArgumentParser()
-    add_arguments(p)
-    return p.parse_args(list(argv))
+def _kube(*argv: str) -> KubeConfig:
+    """The Kubernetes settings ``run`` builds from these flags."""
+    return agent_config(build_parser().parse_args(["run", *argv])).kube
 
 
 def test_host_mode_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NODE_NAME", raising=False)
-    args = _args()
-    assert args.kubernetes is False and args.kubeconfig is None
-    assert build_resolver(args) is None
+    cfg = _kube()
+    assert cfg.enabled is False and cfg.kubeconfig is None
+    assert build_resolver(cfg) is None
 
 
 def test_kubernetes_mode_needs_a_node_name(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NODE_NAME", raising=False)
     with pytest.raises(ValueError, match="node"):
-        build_resolver(_args("--kubernetes"))
+        build_resolver(_kube("--kubernetes"))
 
 
 def test_node_name_defaults_from_the_downward_api_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NODE_NAME", "worker-3")
-    assert _args().node_name == "worker-3"
-    assert _args("--node-name", "x").node_name == "x"
+    assert _kube().node_name == "worker-3"
+    assert _kube("--node-name", "x").node_name == "x"
 
 
 def test_host_mode_never_imports_the_kubernetes_client() -> None:
     code = (
-        "import sys, argparse, exporter.kube as k, exporter.kube.pods;"
-        "p = argparse.ArgumentParser(); k.add_arguments(p);"
-        "assert k.build_resolver(p.parse_args([])) is None;"
+        "import sys, exporter.kube as k, exporter.kube.pods, exporter.commands as c;"
+        "from exporter.commands.common import agent_config;"
+        "cfg = agent_config(c.build_parser().parse_args(['run'])).kube;"
+        "assert k.build_resolver(cfg) is None;"
         "assert 'kubernetes' not in sys.modules, 'kubernetes was imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -28,9 +28,9 @@ pytest.importorskip("kubernetes")
 import attrs  # noqa: E402  (kmock's dependency)
 
 from exporter.cgroupfs.discovery import CgroupKind, CgroupRef, classify, walk  # noqa: E402
+from exporter.exposition.kube import metric_families  # noqa: E402
 from exporter.identity import Identity  # noqa: E402
 from exporter.kube import make_api_factory  # noqa: E402
-from exporter.kube.metrics import metric_families  # noqa: E402
 from exporter.kube.resolver import KubeIdentityResolver, WatchState  # noqa: E402
 
 NODE = "node-a"
@@ -706,16 +706,14 @@ def test_persistent_410_backs_off_instead_of_spinning(
 
 
 def test_build_resolver_wires_flags_to_a_started_resolver(emu: Emulator, tmp_path: Path) -> None:
-    import argparse
-
-    from exporter.kube import add_arguments, build_resolver
+    from exporter.commands import build_parser
+    from exporter.commands.common import agent_config
+    from exporter.kube import build_resolver
 
     emu.create(json.loads(json.dumps(WEB)))
-    p = argparse.ArgumentParser()
-    add_arguments(p)
     kc = _kubeconfig(tmp_path / "kc", emu.port)
-    args = p.parse_args(["--kubernetes", "--kubeconfig", kc, "--node-name", NODE])
-    r = build_resolver(args)
+    args = build_parser().parse_args(["--kubernetes", "--kubeconfig", kc, "--node-name", NODE])
+    r = build_resolver(agent_config(args).kube)
     assert r is not None
     try:
         assert r.wait_synced(10)

@@ -12,15 +12,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 from exporter.cgroupfs.discovery import CgroupKind
+from exporter.exposition.probe import VictimProbeData, build_probe_families
 from exporter.identity import Identity
 from exporter.probe import RUNQ_BOUNDS_S, RUNQ_SLOTS, ProbeStatus, RunqHistogram
+from exporter.probe.blame import blame_shares, unknown_blame_ratio
 from exporter.probe.culprit import CulpritKind, classify_culprit
-from exporter.probe.metrics import (
-    VictimProbeData,
-    blame_shares,
-    build_probe_families,
-    unknown_blame_ratio,
-)
 from exporter.probe.model import ProbeTotals, ProgramStats
 from exporter.window import CULPRIT_IDLE, CULPRIT_UNATTRIBUTED, CulpritKey
 

@@ -14,8 +14,7 @@ from exporter.findings import load_thresholds
 from exporter.findings.model import Kind
 from exporter.findings.thresholds import Thresholds, from_mapping
 from exporter.rules import promtool as promtool_wrapper
-from exporter.rules.cli import MANIFEST, RULE_FILE, render_all
-from exporter.rules.generator import ALERT_NAMES, rule_groups
+from exporter.rules.generator import ALERT_NAMES, MANIFEST, RULE_FILE, render_files, rule_groups
 from tests.support import promtool_tests as pt
 from tests.support.corpus import load_corpus
 from tests.support.promtool_tests import SCENARIOS, TEST_FILE
@@ -48,7 +47,7 @@ def rules(th: Thresholds) -> list[dict[str, Any]]:
 
 
 def test_committed_files_are_up_to_date(th: Thresholds) -> None:
-    files = render_all(th)
+    files = render_files(th)
     assert set(files) == {RULE_FILE, MANIFEST}
     for rel, text in files.items():
         assert (
@@ -186,14 +185,9 @@ def test_agreement_holds_for_a_custom_config(tmp_path: Path) -> None:
 
 
 def _rules_cli(*argv: str) -> int:
-    import argparse
+    from exporter.commands import main
 
-    from exporter.findings import register_subcommands
-
-    p = argparse.ArgumentParser()
-    register_subcommands(p.add_subparsers(dest="command"))
-    a = p.parse_args(list(argv))
-    return int(a.handler(a))
+    return main(list(argv))
 
 
 def test_rules_generate_writes_and_verifies(

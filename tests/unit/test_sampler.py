@@ -330,6 +330,9 @@ class FakeProbe:
     def runq_totals(self) -> dict[int, object]:
         return {}
 
+    def close(self) -> None:
+        self.loaded = False
+
 
 def test_probe_deltas_fold_into_owners(tree: Tree) -> None:
     from exporter.probe import RUNQ_SLOTS, BlameCell, ProbeDelta, RunqDelta
@@ -390,7 +393,7 @@ def test_exported_blame_share_counts_the_minute_in_progress(tree: Tree) -> None:
     """A young victim's contention_blame_share exists before its first minute is
     complete (the rules' young-series gate opens with blame to judge); the evaluator's
     own window keeps to complete minutes."""
-    from exporter.assemble import Assembly
+    from exporter.agent import Agent, AgentConfig
     from exporter.findings import load_thresholds
     from exporter.probe import BlameCell, ProbeDelta
 
@@ -398,19 +401,20 @@ def test_exported_blame_share_counts_the_minute_in_progress(tree: Tree) -> None:
     hog = tree.cgroup("/system.slice/hog.service")
     ids = {p: os.stat(p).st_ino for p in (victim, hog)}
     probe = FakeProbe()
-    s = tree.sampler(probe=probe)
-    asm = Assembly(s.facts, s, load_thresholds(), probe, None)  # type: ignore[arg-type]
-    s.run_once(now=600.0)
+    cfg = AgentConfig(sysfs=str(tree.root / "sys"), procfs=str(tree.root / "proc"))
+    agent = Agent(cfg, load_thresholds(), probe=probe)  # type: ignore[arg-type]
+    agent.run_pass(now=600.0)
     probe.deltas.append(
         ProbeDelta(interval_s=10.0, blame={ids[victim]: {ids[hog]: BlameCell(0.3, 5)}})
     )
-    snap = s.run_once(now=610.0)
-    v = asm.verdicts()
+    pub = agent.run_pass(now=610.0)
+    v = pub.result
     assert v is not None and v.blame[ids[victim]] == {ids[hog]: pytest.approx(0.3)}
-    fams = {m.name: m for m in asm.extra_families(snap)}
+    fams = {m.name: m for m in pub.families}
     shares = [
         (smp.labels["cgroup"], smp.labels["culprit_cgroup"], smp.value)
         for smp in fams["contention_blame_share"].samples
     ]
     assert shares == [("/system.slice/victim.service", "/system.slice/hog.service", 1.0)]
+    assert v.window is not None
     assert all(not cw.folds for cw in v.window.containers.values())  # nothing complete yet

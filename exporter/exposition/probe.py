@@ -1,4 +1,4 @@
-"""Prometheus families of the scheduler probe, built fresh from one snapshot per scrape.
+"""Prometheus families of the scheduler probe, built once per pass.
 
 Per victim (labels ``cgroup, namespace, pod, container``):
 
@@ -28,75 +28,23 @@ from prometheus_client.core import (
 )
 
 from ..identity import IDENTITY_LABELS, Identity
-from ..window import CulpritKey
-from .culprit import CULPRIT_LABELS, ROOT_CGROUP_ID, Culprit, CulpritKind, classify_culprit
-from .histogram import RUNQ_BOUNDS_S, cumulative_buckets
-from .model import ProbeTotals, RunqHistogram
-from .status import ProbeStatus
+from ..probe.blame import DEFAULT_TOP_K, blame_shares, unknown_blame_ratio
+from ..probe.culprit import CULPRIT_LABELS, ROOT_CGROUP_ID
+from ..probe.histogram import RUNQ_BOUNDS_S, cumulative_buckets
+from ..probe.model import ProbeTotals, RunqHistogram
+from ..probe.status import ProbeStatus
+from ..window.model import CulpritKey
 
 VICTIM_LABELS = IDENTITY_LABELS
-DEFAULT_TOP_K = 3
 
 
 @dataclass(frozen=True, slots=True)
 class VictimProbeData:
-    """What the collector knows about one tracked victim at scrape time."""
+    """What the exposition knows about one tracked victim in a pass."""
 
     identity: Identity
     runq: RunqHistogram | None  # cumulative since the exporter started (None: no data)
     blame_window_s: Mapping[CulpritKey, float]  # wait seconds per culprit key, window
-
-
-@dataclass(frozen=True, slots=True)
-class BlameShare:
-    culprit: Culprit
-    share: float  # of the victim's total wait in the window (0-1)
-    wait_s: float
-
-
-def blame_shares(
-    blame_window_s: Mapping[CulpritKey, float],
-    identities: Mapping[int, Identity],
-    top_k: int | None = DEFAULT_TOP_K,
-    root_ids: Collection[int] = (ROOT_CGROUP_ID,),
-) -> list[BlameShare]:
-    """Culprits of one victim, largest share first (ties by name), at most ``top_k``.
-
-    Keys that name the same culprit (several unknown ids, say) are merged first, so no
-    two entries carry the same labels. Shares are of *all* the victim's wait (idle and
-    unattributed included), so the top-K shares need not sum to 1.
-    """
-    total = sum(w for w in blame_window_s.values() if w > 0)
-    if total <= 0:
-        return []
-    merged: dict[Culprit, float] = {}
-    for key, wait in blame_window_s.items():
-        if wait <= 0:
-            continue
-        c = classify_culprit(key, identities, root_ids)
-        merged[c] = merged.get(c, 0.0) + wait
-    ranked = sorted(merged.items(), key=lambda kv: (-kv[1], kv[0].culprit, kv[0].cgroup))
-    if top_k is not None:
-        ranked = ranked[:top_k]
-    return [BlameShare(c, w / total, w) for c, w in ranked]
-
-
-def unknown_blame_ratio(
-    blame_windows: Iterable[Mapping[CulpritKey, float]],
-    identities: Mapping[int, Identity],
-    root_ids: Collection[int] = (ROOT_CGROUP_ID,),
-) -> float | None:
-    """Share of all victims' wait blamed on ``unknown`` (unresolved ids and wait the
-    slice ring did not cover). None when there was no wait at all."""
-    total = unknown = 0.0
-    for row in blame_windows:
-        for key, wait in row.items():
-            if wait <= 0:
-                continue
-            total += wait
-            if classify_culprit(key, identities, root_ids).kind is CulpritKind.UNKNOWN:
-                unknown += wait
-    return unknown / total if total > 0 else None
 
 
 def _victim_labels(ident: Identity) -> list[str]:
@@ -113,7 +61,7 @@ def build_probe_families(
     root_ids: Collection[int] = (ROOT_CGROUP_ID,),
     bounds_s: tuple[float, ...] = RUNQ_BOUNDS_S,
 ) -> list[Metric]:
-    """All probe families for one scrape. ``identities`` names culprits (tracked
+    """All probe families of one pass. ``identities`` names culprits (tracked
     containers plus the window's ``others``)."""
     loaded = GaugeMetricFamily(
         "contention_probe_loaded",

@@ -7,12 +7,14 @@ own verdicts next to Alertmanager's.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from ..findings.model import Finding
 from ..identity import IDENTITY_LABELS
 from ..probe.culprit import CULPRIT_LABELS
-from .model import Finding
 
 FINDING_LABELS = ("kind", "severity", *IDENTITY_LABELS, *CULPRIT_LABELS)
 
@@ -37,8 +39,9 @@ def finding_labels(f: Finding) -> tuple[str, ...]:
     )
 
 
-def finding_families(findings: list[Finding]) -> list[Metric]:
-    """Fresh families for one collect: always present (empty when nothing fires)."""
+def finding_families(findings: Sequence[Finding], evaluated_at: float) -> list[Metric]:
+    """The findings of one pass: always present (empty when nothing fires), with the
+    time of the pass they were evaluated for."""
     g = GaugeMetricFamily(
         "contention_finding",
         "An active finding (1): its kind, severity, victim and named culprit, if any.",
@@ -50,4 +53,11 @@ def finding_families(findings: list[Finding]) -> list[Metric]:
         if labels not in seen:  # two findings never share a label set, but be safe
             seen.add(labels)
             g.add_metric(labels, 1.0)
-    return [g]
+    at = GaugeMetricFamily(
+        "contention_findings_pass_timestamp_seconds",
+        "Unix time of the sampler pass contention_finding was evaluated for: the same "
+        "pass as every other series of the scrape "
+        "(contention_sampler_last_pass_timestamp_seconds).",
+    )
+    at.add_metric([], evaluated_at)
+    return [g, at]

@@ -2,18 +2,14 @@
 
 ``contention_metadata_staleness_seconds`` itself comes from the sampler snapshot (it is
 part of the :class:`~exporter.identity.IdentityResolver` protocol); these add why.
-Register :class:`KubeMetadataCollector` next to the main collector; fresh families are
-built on every collect from one :meth:`KubeIdentityResolver.status` snapshot.
+Built once per pass from one :meth:`KubeIdentityResolver.status` snapshot.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.registry import Collector
 
-from .resolver import KubeIdentityResolver, WatchState
+from ..kube.resolver import KubeIdentityResolver, WatchState
 
 
 def metric_families(
@@ -61,11 +57,3 @@ def metric_families(
     for t in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"):
         events.add_metric([t], float(st.events_total.get(t, 0)))
     return [state, synced, pods, lists, expired, errors, events]
-
-
-class KubeMetadataCollector(Collector):
-    def __init__(self, resolver: KubeIdentityResolver) -> None:
-        self.resolver = resolver
-
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        yield from metric_families(self.resolver)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from .identity import Identity
+from ..identity import Identity
 
 # Culprit keys in blame maps: a cgroup id (int > 1), or one of these.
 CULPRIT_IDLE = "idle"  # the CPU ran idle while the victim waited: its own quota

@@ -1,0 +1,200 @@
+"""The agent: the sampler, identity, scheduler probe and findings wired once.
+
+Once per pass, in the sampler's own loop: sample, evaluate the findings on the window
+of that same pass, and publish both together (``exporter.exposition.published``). The
+long-running exporter (``run``) runs the loop in a thread; ``diagnose`` runs the same
+loop in the foreground for a while and reads the last published pass before it closes
+anything, so both report exactly what one pass saw.
+
+Takes typed settings (:class:`AgentConfig`); the commands build them from arguments.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.process_collector import ProcessCollector
+
+from .cgroupfs import mode
+from .cgroupfs.mode import NodeFacts
+from .exposition.kube import metric_families as kube_families
+from .exposition.published import Exposition, ExtraFamilies, PassResult, Published
+from .findings.aggregates import Clock, window_blame
+from .findings.evaluate import evaluate
+from .findings.thresholds import Thresholds
+from .identity import HostIdentityResolver, IdentityResolver
+from .kube import KubeConfig, build_resolver
+from .kube.resolver import KubeIdentityResolver
+from .metadata_file import FileIdentityResolver
+from .probe.config import ProbeConfig, open_probe
+from .probe.fold import Probe
+from .sampler.loop import Sampler
+from .sampler.snapshot import CollectorStatus, Snapshot
+from .window.model import CulpritKey, Window
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    sysfs: str = "/sys"
+    procfs: str = "/proc"
+    sample_interval: float = 5.0
+    metadata_file: str | None = None  # host-mode requests and names (docs/host-mode.md)
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
+    kube: KubeConfig = field(default_factory=KubeConfig)
+    render: str = "pass"  # when /metrics is rendered: "pass" or "scrape" (exposition)
+    process_metrics: bool = True  # the exporter's own CPU, memory and GC families
+
+
+def build_identity(
+    config: AgentConfig,
+) -> tuple[IdentityResolver, KubeIdentityResolver | None]:
+    """Host mode names cgroups by path; Kubernetes mode after pods; a metadata file
+    overlays requests and names on either. Raises ValueError for usage errors."""
+    kres = build_resolver(config.kube)
+    resolver: IdentityResolver = kres if kres is not None else HostIdentityResolver()
+    if config.metadata_file:
+        try:
+            resolver = FileIdentityResolver(config.metadata_file, inner=resolver)
+        except ValueError:
+            if kres is not None:
+                kres.stop()
+            raise
+    return resolver, kres
+
+
+class Agent:
+    def __init__(
+        self, config: AgentConfig, thresholds: Thresholds, *, probe: Probe | None = None
+    ) -> None:
+        """Build everything the config asks for; the probe is loaded here (about a
+        second). ``probe``: one already open (unit tests hand a stand-in for BPF).
+        Raises ValueError for usage errors (the command says it, exits 2)."""
+        self.config = config
+        self.thresholds = thresholds
+        self.facts: NodeFacts = mode.detect(config.sysfs, config.procfs)
+        resolver, self.kube = build_identity(config)
+        self.probe: Probe | None = probe
+        if probe is None and (self.facts.supported or not config.probe.enabled):
+            self.probe = open_probe(config.probe, config.procfs)
+        self.sampler = Sampler(
+            self.facts,
+            procfs=config.procfs,
+            resolver=resolver,
+            interval=config.sample_interval,
+            window_minutes=thresholds.window_minutes,
+            probe=self.probe,
+        )
+        extra: list[ExtraFamilies] = []
+        if config.process_metrics:
+            own = CollectorRegistry()
+            # The exporter's own CPU and RSS, so its overhead is visible in the same
+            # scrape (collected with each pass, like everything else).
+            ProcessCollector(namespace="contention_exporter", registry=own, proc=config.procfs)
+            GCCollector(registry=own)
+            extra.append(own.collect)
+        if self.kube is not None:
+            kres = self.kube
+            extra.append(lambda: kube_families(kres))
+        self.exposition = Exposition(config.render, extra)
+        self._closed = False
+
+    # -- one pass ---------------------------------------------------------------------
+
+    def run_pass(self, now: float | None = None) -> Published:
+        """Sample once, evaluate and publish (tests and the first pass at start)."""
+        return self.publish(self.sampler.run_once(now))
+
+    def publish(self, snap: Snapshot) -> Published:
+        """Evaluate the findings of the pass ``snap`` came from and publish the two
+        together. Called in the sampler's loop, right after the pass."""
+        return self.exposition.publish(self.evaluate(snap))
+
+    def evaluate(self, snap: Snapshot) -> PassResult:
+        th, now = self.thresholds, snap.taken_at
+        t0 = time.perf_counter()
+        window: Window | None
+        try:
+            window = self.sampler.window()
+            findings = tuple(evaluate(window, th, now))
+            blame = self._blame(snap, window) if snap.probe is not None else {}
+            ok = True
+        except Exception as e:  # a bug must cost the findings, not the pass
+            log.error("findings evaluation failed: %s", e, exc_info=log.isEnabledFor(logging.DEBUG))
+            window, findings, blame, ok = None, (), {}, False
+        return PassResult(
+            snapshot=snap,
+            window=window,
+            findings=findings,
+            blame=blame,
+            evaluation=CollectorStatus(ok, time.perf_counter() - t0),
+            window_minutes=th.window_minutes,
+            top_k=self.config.probe.top_k,
+        )
+
+    def _blame(self, snap: Snapshot, window: Window) -> dict[int, dict[CulpritKey, float]]:
+        """Each victim's wait per culprit over the exported blame window: the complete
+        minutes plus the minute in progress (the evaluator keeps to complete minutes),
+        so a young victim's blame share exists as soon as its stall does."""
+        partial = self.sampler.blame_in_progress()
+        clock = Clock.at(snap.taken_at, self.thresholds, window)
+        blame: dict[int, dict[CulpritKey, float]] = {}
+        for c in snap.containers:
+            b = window_blame(window, c.cgroup_id, snap.taken_at, self.thresholds, clock)
+            for key, s in partial.get(c.cgroup_id, {}).items():
+                b[key] = b.get(key, 0.0) + s
+            blame[c.cgroup_id] = b
+        return blame
+
+    # -- the loop ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """The exporter: the sampler's loop in a background thread."""
+        self.sampler.start(self.publish)
+
+    def run_for(self, seconds: float, progress: Callable[[int, float], None] | None = None) -> int:
+        """``diagnose``: the same loop in this thread for ``seconds``; returns passes."""
+        end = time.monotonic() + seconds
+        count = 0
+
+        def on_pass(snap: Snapshot) -> None:
+            nonlocal count
+            self.publish(snap)
+            count += 1
+            if progress is not None:
+                progress(count, max(0.0, end - time.monotonic()))
+
+        self.sampler.run(on_pass, until=end, stop=threading.Event())
+        return count
+
+    def published(self) -> Published:
+        """The last published pass (a "not ready" one before the first)."""
+        return self.exposition.current()
+
+    def status(self) -> dict[str, str]:
+        """Facts for the landing page and logs."""
+        out = {}
+        if self.probe is not None:
+            st = self.probe.status
+            out["scheduler probe"] = (
+                f"loaded ({st.attribution})" if st.loaded else f"off: {st.reason}: {st.detail}"
+            )
+        out["identity"] = "kubernetes" if self.kube is not None else "host (cgroup paths)"
+        return out
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.sampler.stop()
+        if self.probe is not None:
+            self.probe.close()
+        if self.kube is not None:
+            self.kube.stop()

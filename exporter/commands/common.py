@@ -1,0 +1,230 @@
+"""What several commands share: the node flags (``run``, ``diagnose``), turning them into
+an :class:`~exporter.agent.AgentConfig`, thresholds, logging, argument types."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from ..agent import AgentConfig
+from ..exposition.published import RENDER_MODES
+from ..findings.thresholds import Thresholds, ThresholdsError, load_thresholds
+from ..kube import NODE_NAME_ENV, KubeConfig
+from ..probe.blame import DEFAULT_TOP_K
+from ..probe.config import ProbeConfig
+from ..probe.loader import ATTRIBUTIONS
+from ..probe.status import KERNEL_SOURCE_ORDER
+
+DEFAULT_PORT = 10366  # outside Prometheus's allocated 9100-9999 range; see README
+
+
+def positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return v
+
+
+def positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return v
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return v
+
+
+def add_config_argument(p: argparse._ActionsContainer) -> None:
+    p.add_argument(
+        "--config",
+        default=None,
+        metavar="YAML",
+        help="threshold overrides (see docs/configuration.md); defaults ship in the package",
+    )
+
+
+def add_node_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags shared by ``run`` and ``diagnose``: where to read, how often, identity,
+    thresholds and the scheduler probe."""
+    g = p.add_argument_group("node")
+    g.add_argument(
+        "--path.sysfs",
+        dest="sysfs",
+        default="/sys",
+        metavar="DIR",
+        help="sysfs mount point (default: %(default)s)",
+    )
+    g.add_argument(
+        "--path.procfs",
+        dest="procfs",
+        default="/proc",
+        metavar="DIR",
+        help="procfs mount point (default: %(default)s)",
+    )
+    g.add_argument(
+        "--sample-interval",
+        type=positive_float,
+        default=5.0,
+        metavar="SECONDS",
+        help="seconds between sampler passes over every cgroup (default: %(default)s)",
+    )
+    g.add_argument(
+        "--metadata-file",
+        metavar="YAML",
+        help="requests, limits and names for cgroups on a host without Kubernetes "
+        "(see docs/host-mode.md); re-read when it changes",
+    )
+    add_config_argument(g)
+    g.add_argument(
+        "--log.level",
+        dest="log_level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="(default: %(default)s)",
+    )
+    _add_probe_arguments(p)
+    _add_kube_arguments(p)
+
+
+def _add_probe_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("scheduler probe (blame)")
+    g.add_argument(
+        "--no-probe",
+        dest="probe",
+        action="store_false",
+        help="do not load the eBPF scheduler probe: usage and stall layers only, no culprits",
+    )
+    g.add_argument(
+        "--probe.attribution",
+        dest="probe_attribution",
+        choices=list(ATTRIBUTIONS),
+        default="occupancy",
+        help="how a wait is split among culprits: over the run slices it overlapped "
+        "(occupancy), or all on whoever ran last before the victim (default: %(default)s)",
+    )
+    g.add_argument(
+        "--probe.min-wait-us",
+        dest="probe_min_wait_us",
+        type=non_negative_float,
+        default=50.0,
+        metavar="US",
+        help="waits shorter than this stay out of the blame matrix (still in the "
+        "histogram) (default: %(default)s)",
+    )
+    g.add_argument(
+        "--probe.kernel-source",
+        dest="probe_kernel_source",
+        default=None,
+        metavar="DIR",
+        help=f"kernel headers for BCC (default: the first of {KERNEL_SOURCE_ORDER} that " "exists)",
+    )
+    g.add_argument(
+        "--probe.top-k",
+        dest="probe_top_k",
+        type=positive_int,
+        default=DEFAULT_TOP_K,
+        metavar="K",
+        help="culprits exported per victim in contention_blame_share (default: %(default)s)",
+    )
+
+
+def _add_kube_arguments(p: argparse.ArgumentParser) -> None:
+    """The Kubernetes flags. Default: off (host mode, no API access at all)."""
+    g = p.add_argument_group("kubernetes")
+    g.add_argument(
+        "--kubernetes",
+        action="store_true",
+        help="name cgroups after pods (namespace/pod/container, requests, QoS, opt-out) "
+        "by watching this node's pods in the Kubernetes API",
+    )
+    g.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        default=None,
+        help="kubeconfig to use (default: in-cluster service account when running in a "
+        "pod, else $KUBECONFIG or ~/.kube/config)",
+    )
+    g.add_argument(
+        "--node-name",
+        metavar="NAME",
+        default=os.environ.get(NODE_NAME_ENV, ""),
+        help="this node's name as the API knows it; only its pods are watched "
+        "(default: $NODE_NAME, set from the downward API in the DaemonSet)",
+    )
+    g.add_argument(
+        "--kubernetes.deleted-grace",
+        dest="kube_deleted_grace",
+        type=non_negative_float,
+        default=300.0,
+        metavar="SECONDS",
+        help="keep naming a deleted pod's cgroups for this long while they linger "
+        "(default: %(default)s)",
+    )
+
+
+def add_render_argument(p: argparse._ActionsContainer) -> None:
+    p.add_argument(
+        "--web.render",
+        dest="render",
+        choices=list(RENDER_MODES),
+        default="pass",
+        help="when /metrics is rendered: with every sampler pass, for the formats "
+        "scrapes ask for, so a scrape only sends bytes (pass), or on the first scrape "
+        "after each pass (scrape); see bench/README.md (default: %(default)s)",
+    )
+
+
+def agent_config(args: argparse.Namespace, render: str = "pass") -> AgentConfig:
+    """The typed settings of ``run`` and ``diagnose`` (raises ValueError on bad ones)."""
+    return AgentConfig(
+        sysfs=args.sysfs,
+        procfs=args.procfs,
+        sample_interval=args.sample_interval,
+        metadata_file=args.metadata_file,
+        probe=ProbeConfig(
+            enabled=args.probe,
+            attribution=args.probe_attribution,
+            min_wait_us=args.probe_min_wait_us,
+            kernel_source=args.probe_kernel_source,
+            top_k=args.probe_top_k,
+        ),
+        kube=KubeConfig(
+            enabled=args.kubernetes,
+            kubeconfig=args.kubeconfig,
+            node_name=args.node_name,
+            deleted_grace_s=args.kube_deleted_grace,
+        ),
+        render=render,
+    )
+
+
+def thresholds_or_exit(path: str | None) -> Thresholds | None:
+    """The thresholds, or None after printing why they cannot be read (exit 2)."""
+    try:
+        return load_thresholds(path)
+    except ThresholdsError as e:
+        sys.stderr.write(f"error: {e}\n")
+        return None
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s level=%(levelname)s logger=%(name)s msg=%(message)s",
+    )

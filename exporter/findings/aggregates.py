@@ -1,0 +1,215 @@
+"""Window aggregates: which minutes count, and the values over them.
+
+Evaluated at ``now``, the *latest minute* is the last complete minute before ``now``'s
+minute, the *sustain minutes* are the last ``sustainMinutes`` minutes, and the
+*window* the last ``windowMinutes`` minutes (:class:`Clock`). Over those: throttle
+totals, CPU usage, each culprit's share of a victim's wait, memory overages. Each is
+computed in the same arithmetic order as the generated rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..cgroupfs.discovery import CgroupKind
+from ..identity import Identity
+from ..probe.blame import blame_shares
+from ..probe.culprit import NamedCulprit, classify_culprit
+from ..window.model import ContainerWindow, CulpritKey, MinuteFold, Window
+from .model import CULPRIT_SELF
+from .thresholds import Thresholds
+
+
+@dataclass(frozen=True, slots=True)
+class Clock:
+    """Which minutes count, evaluated at ``now``."""
+
+    latest: int  # start of the latest complete minute
+    window: tuple[int, ...]  # minute starts, oldest first
+    sustain: tuple[int, ...]
+
+    @classmethod
+    def at(cls, now: float, th: Thresholds, window: Window | None = None) -> Clock:
+        """The minutes that count at ``now``. With a ``window``: when the minute that
+        just ended is not folded yet (``now`` is between the minute boundary and the
+        sampler's next pass), the minute before it counts as the latest, so verdicts do
+        not blink off for a few seconds every minute. Older data is stale: it counts
+        for nothing."""
+        current = int(now // 60) * 60
+        if window is not None:
+            newest = _newest_minute(window)
+            if newest is not None and newest == current - 120:
+                current -= 60
+        return cls(
+            latest=current - 60,
+            window=tuple(current - 60 * k for k in range(th.window_minutes, 0, -1)),
+            sustain=tuple(current - 60 * k for k in range(th.sustain_minutes, 0, -1)),
+        )
+
+
+def _newest_minute(window: Window) -> int | None:
+    newest = [n.minute for n in window.node]
+    newest += [cw.folds[-1].minute for cw in window.containers.values() if cw.folds]
+    return max(newest, default=None)
+
+
+# A container first seen this long after the start of the first sustain minute still
+# counts as watched for it: the evaluator's fractions divide by the seconds actually
+# watched, so 45 s of a minute is a whole enough minute (the rules' rate() over a fixed
+# range has no such correction: they wait the full sustainMinutes, 0-15 s longer).
+WATCH_GRACE_S = 15.0
+
+
+def watched(cw: ContainerWindow, clock: Clock) -> bool:
+    """Watched (nearly) since the start of the first sustain minute: only then is each
+    sustain minute a (nearly) whole minute of data, and a container is never judged on
+    its first seconds (young series: docs/findings.md). The rules test
+    ``contention_sampled_seconds_total offset <sustainMinutes>m``: the same on whole
+    minutes, as in the scenario corpus."""
+    return cw.first_seen <= clock.sustain[0] + WATCH_GRACE_S
+
+
+def folds_in(cw: ContainerWindow, minutes: Iterable[int]) -> list[MinuteFold]:
+    wanted = set(minutes)
+    return [f for f in cw.folds if f.minute in wanted]
+
+
+def throttle_totals(folds: list[MinuteFold], th: Thresholds) -> dict[str, Any] | None:
+    """Throttled periods / periods over the window, as
+    ``rate(throttled_periods[5m]) / rate(periods[5m])``."""
+    have = [f for f in folds if f.periods is not None]
+    if not have:
+        return None
+    thr = sum(f.throttled_periods or 0 for f in have)
+    per = sum(f.periods or 0 for f in have)
+    thr_s = sum(f.throttled_s or 0.0 for f in have)
+    r = float(th.window_s)
+    ratio = (thr / r) / (per / r) if per > 0 else None
+    return {"ratio": ratio, "throttled_periods": thr, "periods": per, "throttled_seconds": thr_s}
+
+
+def cpu_usage_cores(folds: list[MinuteFold], th: Thresholds) -> float | None:
+    """Average cores used over the minutes of the window the cgroup was watched, as
+    ``rate(usage[5m]) / rate(contention_sampled_seconds_total[5m])`` (same arithmetic
+    order): a culprit younger than the window is not understated."""
+    secs = sum(f.seconds for f in folds)
+    if not folds or secs <= 0:
+        return None
+    r = float(th.window_s)
+    return (sum(f.cpu_usage_s for f in folds) / r) / (secs / r)
+
+
+def identities(window: Window) -> dict[int, Identity]:
+    """Every cgroup the window can name: tracked containers and ``others``."""
+    out = dict(window.others)
+    out.update({cid: cw.identity for cid, cw in window.containers.items()})
+    return out
+
+
+def window_blame(
+    window: Window, cgroup_id: int, now: float, th: Thresholds, clock: Clock | None = None
+) -> dict[CulpritKey, float]:
+    """Wait seconds per culprit key over the window (what ``contention_blame_share``
+    divides).
+
+    ``clock``: ``Clock.at(now, th, window)`` when the caller has it (finding the newest
+    minute looks at every container: once per pass, not once per container)."""
+    cw = window.containers.get(cgroup_id)
+    seconds: dict[CulpritKey, float] = {}
+    if cw is None:
+        return seconds
+    if clock is None:
+        clock = Clock.at(now, th, window)
+    for f in folds_in(cw, clock.window):
+        for key, s in (f.blame_s or {}).items():
+            seconds[key] = seconds.get(key, 0.0) + s
+    return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class CulpritShare:
+    """One culprit's share of a victim's run-queue wait over the window, with the blame
+    key and identity a finding needs to name it."""
+
+    key: CulpritKey  # a cgroup id, "idle" or "unattributed" (merged keys: the first)
+    culprit_kind: str  # pod, system, kernel, idle, unknown, or self (the victim itself)
+    ref: str  # the `culprit` label
+    identity: Identity | None
+    seconds: float
+    share: float
+    labels: dict[str, str]  # culprit_* labels, as on contention_blame_share
+
+
+def culprit_shares(
+    window: Window,
+    cgroup_id: int,
+    now: float,
+    th: Thresholds,
+    clock: Clock | None = None,
+    idents: Mapping[int, Identity] | None = None,
+) -> list[CulpritShare]:
+    """Every culprit's share of the victim's wait over the window, largest first.
+
+    Classification and shares are the probe's (``exporter.probe.blame``), which is what
+    ``contention_blame_share`` exports, so the rules and the evaluator test the same
+    numbers. The victim's own cgroup is marked ``self`` here; the rules exclude it with
+    a join on ``culprit_cgroup == cgroup``. Empty without probe data.
+    """
+    sums = window_blame(window, cgroup_id, now, th, clock)
+    if idents is None:
+        idents = identities(window)
+    first_key: dict[NamedCulprit, CulpritKey] = {}
+    for key in sums:
+        first_key.setdefault(classify_culprit(key, idents), key)
+    out = []
+    for b in blame_shares(sums, idents, top_k=None):
+        key = first_key[b.culprit]
+        kind = str(b.culprit.kind)
+        if key == cgroup_id:
+            kind = CULPRIT_SELF
+        ident = idents.get(key) if isinstance(key, int) else None
+        if ident is None and b.culprit.kind == "kernel":
+            ident = Identity(cgroup="/", kind=CgroupKind.ROOT)
+        out.append(
+            CulpritShare(
+                key=key,
+                culprit_kind=kind,
+                ref=b.culprit.culprit,
+                identity=ident,
+                seconds=b.wait_s,
+                share=b.share,
+                labels=b.culprit.labels(),
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Overage:
+    cgroup_id: int
+    identity: Identity
+    bytes: int
+    share: float | None
+
+
+def memory_overages(window: Window, now: float, th: Thresholds) -> list[Overage]:
+    """Each tracked container's working set beyond its memory request (all of it when it
+    has no request) in the latest minute, and its share of the node's total overage.
+    The memory-pressure culprit heuristic (docs/findings.md) ranks on this; largest
+    first."""
+    latest = Clock.at(now, th, window).latest
+    rows: list[tuple[int, Identity, int]] = []
+    for cid, cw in window.containers.items():
+        fs = folds_in(cw, (latest,))
+        if not fs or fs[0].working_set_bytes is None:
+            continue
+        ws = fs[0].working_set_bytes
+        req = cw.identity.memory_request_bytes
+        over = max(ws - req, 0) if req is not None else ws
+        rows.append((cid, cw.identity, over))
+    total = sum(r[2] for r in rows)
+    out = [Overage(cid, ident, b, (b / total) if total > 0 else None) for cid, ident, b in rows]
+    out.sort(key=lambda o: (-(o.share or 0.0), o.identity.cgroup))
+    return out

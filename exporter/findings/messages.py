@@ -1,0 +1,80 @@
+"""The one-line explanations findings carry (``message``), from their numbers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..identity import Identity
+from .model import Culprit
+from .signals import CpuMinute
+from .thresholds import Thresholds
+
+
+def pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x * 100:.0f}%"
+
+
+def ms(x: float | None) -> str:
+    return "n/a" if x is None else f"{x * 1000:.0f} ms"
+
+
+def throttled(
+    victim: str, ratio: float, throttle: dict[str, Any], limit: float | None, th: Thresholds
+) -> str:
+    return (
+        f"{victim} was throttled in {pct(ratio)} of its CFS periods over "
+        f"{th.window_minutes}m ({throttle['throttled_seconds']:.1f} s throttled)"
+        f"; its own CPU limit ({limit or 'n/a'} cores) is the cause"
+    )
+
+
+def cpu_stall(latest: CpuMinute) -> str:
+    """What the latest minute's stall looked like."""
+    p99 = latest.runq.p99_s if latest.runq else None
+    return f"cpu some {pct(latest.some)}, run-queue p99 {ms(p99)}"
+
+
+def noisy_neighbor(victim: str, stall: str, c: Culprit, th: Thresholds) -> str:
+    usage = c.cpu_usage_cores
+    request = c.cpu_request_cores
+    use_txt = "n/a (not sampled)" if usage is None else f"{usage:.2f} cores"
+    req_txt = "no request" if request is None else f"a request of {request:g} cores"
+    return (
+        f"{victim} is stalled ({stall}); {c.ref} ({c.kind}) caused "
+        f"{pct(c.blame_share)} of its run-queue wait over {th.window_minutes}m, "
+        f"using {use_txt} against {req_txt}"
+    )
+
+
+def cpu_contended(victim: str, stall: str, have_blame: bool) -> str:
+    why = (
+        "no single neighbour passes the culprit test: the node is oversubscribed"
+        if have_blame
+        else "no scheduler probe data, so no culprit can be named"
+    )
+    return f"{victim} is stalled waiting for CPU ({stall}); {why}"
+
+
+def memory_pressure(victim: Identity, ev: dict[str, Any], culprit: Culprit | None) -> str:
+    who = (
+        f"heuristic culprit: {culprit.ref}, {pct(culprit.blame_share)} of the node's memory "
+        "beyond requests"
+        if culprit
+        else "no single container dominates the node's memory beyond requests"
+    )
+    return (
+        f"{victim.name} is stalled on memory (some "
+        f"{pct(ev['memory_pressure_some'][-1])}, {ev['refaults_per_minute'][-1]:.0f} "
+        f"refaults/min) while the node is under memory pressure "
+        f"({pct(ev['node_memory_pressure_some'][-1])}); {who}"
+    )
+
+
+def memory_limit_thrash(victim: str, ev: dict[str, Any]) -> str:
+    return (
+        f"{victim} is stalled on memory (some "
+        f"{pct(ev['memory_pressure_some'][-1])}, "
+        f"{ev['refaults_per_minute'][-1]:.0f} refaults/min) while hitting "
+        f"its own memory limit ({ev['limit_hits'][-1]} high+max events "
+        "in the latest minute); the node is not under memory pressure"
+    )

@@ -1,0 +1,120 @@
+"""The probe's part of a sampler pass: poll its deltas and fold them into the window.
+
+Victims are the tracked cgroups and their sub-cgroups (the probe sees tasks in the
+leaf cgroup they run in); both sides of the blame matrix are mapped to the tracked
+owner, so a task in ``unit.service/sub`` is counted as (and blamed on)
+``unit.service``. Self-wait is kept: it is evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..window.model import MinuteFold
+from .histogram import RUNQ_SLOTS
+from .model import ProbeDelta, ProbeTotals, RunqHistogram
+from .status import ProbeStatus
+
+PRUNE_EVERY_PASSES = 12  # forget dead cgroups' kernel entries about once a minute
+
+
+class Probe(Protocol):
+    """What a pass needs from the scheduler probe (``SchedProbe``)."""
+
+    @property
+    def loaded(self) -> bool: ...
+
+    @property
+    def status(self) -> ProbeStatus: ...
+
+    def set_tracked(self, ids: set[int]) -> None: ...
+
+    def poll(self) -> ProbeDelta: ...
+
+    def prune(self, live_ids: set[int]) -> int: ...
+
+    def totals(self) -> ProbeTotals: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSnapshot:
+    """The scheduler probe's part of a pass (cumulative; keyed by tracked cgroup id)."""
+
+    status: ProbeStatus
+    totals: ProbeTotals
+    runq: dict[int, RunqHistogram]
+
+
+class ProbeFolds:
+    """Per tracked owner, the cumulative run-queue histogram, summed from the probe's
+    deltas (not from its per-key totals, which drop a dead sub-cgroup's history and
+    would make the owner's counter go backwards)."""
+
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
+        self._hists: dict[int, RunqHistogram] = {}
+
+    def pass_(
+        self,
+        live: set[int],
+        owned: Mapping[int, int],
+        all_ids: set[int],
+        current: Mapping[int, MinuteFold],
+        pass_number: int,
+    ) -> ProbeSnapshot:
+        """Poll the probe and fold its deltas into ``current`` (each tracked cgroup's
+        minute in progress). ``owned``: sub-cgroup id -> tracked owner id;
+        ``all_ids``: every cgroup that exists (for pruning the kernel maps)."""
+        probe = self.probe
+        if probe.loaded:
+            probe.set_tracked(live | {d for d, o in owned.items() if o in live})
+        delta = probe.poll()
+
+        def own(key: int) -> int:
+            return owned.get(key, key)
+
+        for cid in live:
+            fold = current.get(cid)
+            if fold is not None and probe.loaded and fold.runq_buckets is None:
+                # Loaded but no waits yet is "zero", not "not measured".
+                fold.runq_buckets = [0] * RUNQ_SLOTS
+                fold.runq_sum_s = 0.0
+                fold.blame_s = {}
+        for vid, rd in delta.runq.items():
+            fold = current.get(own(vid))
+            if fold is None:
+                continue
+            buckets = fold.runq_buckets
+            if buckets is None:
+                buckets = fold.runq_buckets = [0] * len(rd.counts)
+            for i, n in enumerate(rd.counts):
+                buckets[i] += n
+            fold.runq_sum_s = (fold.runq_sum_s or 0.0) + rd.sum_s
+        for vid, row in delta.blame.items():
+            fold = current.get(own(vid))
+            if fold is None:
+                continue
+            blame = fold.blame_s if fold.blame_s is not None else {}
+            fold.blame_s = blame
+            for key, cell in row.items():
+                k = own(key) if isinstance(key, int) else key
+                blame[k] = blame.get(k, 0.0) + cell.wait_s
+        if probe.loaded and pass_number % PRUNE_EVERY_PASSES == 0:
+            probe.prune(all_ids)
+        hists = self._hists
+        for vid, rd in delta.runq.items():
+            owner = own(vid)
+            if owner not in live:
+                continue
+            hist = hists.get(owner)
+            if hist is None:
+                hist = hists[owner] = RunqHistogram()
+            hist.add(rd)
+        for gone in [cid for cid in hists if cid not in live]:
+            del hists[gone]
+        runq = {cid: h.copy() for cid, h in hists.items()}
+        return ProbeSnapshot(status=probe.status, totals=probe.totals(), runq=runq)

@@ -1,0 +1,257 @@
+"""Deltas into minutes: each pass's cumulative counters become per-minute folds.
+
+A pass hands every tracked cgroup's counters (and the node's) to :class:`WindowFolds`,
+which subtracts the previous pass's values and adds the difference to the fold of the
+current wall-clock minute. A minute is *complete* once a pass lands in the next one;
+the last ``minutes`` complete minutes are the :class:`~exporter.window.model.Window`
+the finding evaluator reads. Pure arithmetic on plain data, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..cgroupfs.model import CgroupReading, Pressure, PressureLine, ProcStat
+from ..cgroupfs.procfs import USER_HZ
+from ..identity import Identity
+from .model import ContainerWindow, CulpritKey, MinuteFold, NodeFold, Window
+
+
+class CounterSample(Protocol):
+    """What one pass read of one cgroup, as the fold needs it (the sampler's
+    ``ContainerSample`` is one). Throttling comes from v2 ``cpu.stat`` or the v1 cpu
+    controller, so it is passed resolved rather than read from ``reading``."""
+
+    reading: CgroupReading
+    periods: int | None
+    throttled_periods: int | None
+    throttled_usec: int | None
+    working_set_bytes: int | None
+
+
+def counter_delta(cur: int | None, prev: int | None) -> int | None:
+    """A counter's increase; None if unknown, 0 if it went backwards (a reset or a
+    recreated cgroup: treat as a fresh baseline rather than a huge negative)."""
+    if cur is None or prev is None:
+        return None
+    return cur - prev if cur >= prev else 0
+
+
+def _psi_delta_s(cur: PressureLine, prev: PressureLine) -> float:
+    return (cur.total_usec - prev.total_usec) / 1e6 if cur.total_usec >= prev.total_usec else 0.0
+
+
+def _add(a: float | None, b: float | None) -> float | None:
+    if b is None:
+        return a
+    return b if a is None else a + b
+
+
+def _addi(a: int | None, b: int | None) -> int | None:
+    if b is None:
+        return a
+    return b if a is None else a + b
+
+
+def minute_of(now: float) -> int:
+    """Epoch seconds of the start of ``now``'s wall-clock minute."""
+    return int(now // 60) * 60
+
+
+@dataclass(slots=True)
+class _Seen:
+    at: float
+    sample: CounterSample
+    watched_s: float
+
+
+class WindowFolds:
+    """The sampler's window state: per cgroup, the previous pass's counters, the minute
+    in progress and the complete minutes; the same for the node."""
+
+    def __init__(self, minutes: int) -> None:
+        self.minutes = minutes
+        self._seen: dict[int, _Seen] = {}
+        self._windows: dict[int, ContainerWindow] = {}
+        self._current: dict[int, MinuteFold] = {}
+        self._node_folds: deque[NodeFold] = deque(maxlen=minutes)
+        self._node_current: NodeFold | None = None
+        self._node_prev: dict[str, int] = {}
+        self._node_prev_at: float | None = None
+
+    # -- per cgroup -----------------------------------------------------------------
+
+    def fold(
+        self,
+        cgroup_id: int,
+        identity: Identity,
+        cpu_limit_cores: float | None,
+        memory_limit_bytes: int | None,
+        s: CounterSample,
+        now: float,
+    ) -> float:
+        """Fold one cgroup's pass into its current minute. Returns the wall-clock
+        seconds the cgroup has been watched (a counter: it never goes backwards)."""
+        minute = minute_of(now)
+        prev = self._seen.get(cgroup_id)
+        watched_s = prev.watched_s + max(0.0, now - prev.at) if prev is not None else 0.0
+        self._seen[cgroup_id] = _Seen(now, s, watched_s)
+        cw = self._windows.get(cgroup_id)
+        if cw is None:
+            cw = self._windows[cgroup_id] = ContainerWindow(
+                identity=identity,
+                cgroup_id=cgroup_id,
+                cpu_limit_cores=cpu_limit_cores,
+                memory_limit_bytes=memory_limit_bytes,
+                folds=deque(maxlen=self.minutes),
+                first_seen=now,
+            )
+        else:
+            cw.identity = identity
+            cw.cpu_limit_cores = cpu_limit_cores
+            cw.memory_limit_bytes = memory_limit_bytes
+        fold = self._current.get(cgroup_id)
+        if fold is not None and fold.minute != minute:
+            cw.folds.append(fold)  # that minute is complete
+            fold = None
+        if fold is None:
+            fold = self._current[cgroup_id] = MinuteFold(minute=minute)
+        fold.memory_bytes = s.reading.memory_current
+        fold.working_set_bytes = s.working_set_bytes
+        if prev is not None:  # first sight: a baseline, no deltas yet
+            fold.seconds += now - prev.at
+            _add_deltas(fold, s, prev.sample)
+        return watched_s
+
+    def forget(self, keep: set[int]) -> None:
+        """Drop every cgroup not in ``keep`` (gone: its series vanish with the pass)."""
+        for gone in set(self._seen) - keep:
+            self._seen.pop(gone, None)
+            self._windows.pop(gone, None)
+            self._current.pop(gone, None)
+
+    def current(self) -> Mapping[int, MinuteFold]:
+        """The minute in progress of each cgroup (the probe's fold writes into it)."""
+        return self._current
+
+    def blame_in_progress(self) -> dict[int, dict[CulpritKey, float]]:
+        """Each cgroup's blame (wait seconds per culprit) in the minute that is not
+        complete yet. The exported blame share adds it to the window's complete
+        minutes, so a young victim's blame exists as soon as its stall does."""
+        return {cid: dict(f.blame_s) for cid, f in self._current.items() if f.blame_s}
+
+    # -- the node ---------------------------------------------------------------------
+
+    def fold_node(
+        self,
+        proc_stat: ProcStat | None,
+        cpu: Pressure | None,
+        memory: Pressure | None,
+        io: Pressure | None,
+        now: float,
+    ) -> None:
+        minute = minute_of(now)
+        cur: dict[str, int] = {}
+        if proc_stat is not None:
+            cur["ctxt"] = proc_stat.ctxt
+            cur["steal"] = proc_stat.steal_ticks
+        for res, pr in (("cpu", cpu), ("mem", memory), ("io", io)):
+            if pr is not None:
+                cur[f"{res}_some"] = pr.some.total_usec
+                if pr.full is not None:
+                    cur[f"{res}_full"] = pr.full.total_usec
+        prev, prev_at = self._node_prev, self._node_prev_at
+        self._node_prev, self._node_prev_at = cur, now
+        fold = self._node_current
+        if fold is not None and fold.minute != minute:
+            self._node_folds.append(fold)
+            fold = None
+        if fold is None:
+            fold = self._node_current = NodeFold(minute=minute)
+        if prev_at is None:
+            return
+        fold.seconds += now - prev_at
+
+        def d(key: str) -> int | None:
+            return counter_delta(cur.get(key), prev.get(key))
+
+        fold.context_switches += d("ctxt") or 0
+        fold.steal_s += (d("steal") or 0) / USER_HZ
+        for key, attr in (
+            ("cpu_some", "cpu_some_s"),
+            ("cpu_full", "cpu_full_s"),
+            ("mem_some", "mem_some_s"),
+            ("mem_full", "mem_full_s"),
+            ("io_some", "io_some_s"),
+        ):
+            v = d(key)
+            if v is not None:
+                setattr(fold, attr, _add(getattr(fold, attr), v / 1e6))
+
+    # -- the window -------------------------------------------------------------------
+
+    def window(
+        self,
+        node_cpu_cores: float,
+        node_memory_bytes: int,
+        others: Mapping[int, Identity],
+        probe_loaded: bool,
+    ) -> Window:
+        """A copy of the last ``minutes`` complete minutes, for the finding evaluator."""
+        w = Window(minutes=self.minutes)
+        for cid, cw in self._windows.items():
+            w.containers[cid] = ContainerWindow(
+                identity=cw.identity,
+                cgroup_id=cw.cgroup_id,
+                cpu_limit_cores=cw.cpu_limit_cores,
+                memory_limit_bytes=cw.memory_limit_bytes,
+                folds=deque(cw.folds),
+                first_seen=cw.first_seen,
+            )
+        w.node = deque(self._node_folds)
+        w.node_cpu_cores = node_cpu_cores
+        w.node_memory_bytes = node_memory_bytes
+        w.others = dict(others)
+        w.probe_loaded = probe_loaded
+        return w
+
+
+def _add_deltas(fold: MinuteFold, s: CounterSample, p: CounterSample) -> None:
+    r, pr = s.reading, p.reading
+    if r.cpu_stat is not None and pr.cpu_stat is not None:
+        usage = counter_delta(r.cpu_stat.usage_usec, pr.cpu_stat.usage_usec) or 0
+        fold.cpu_usage_s += usage / 1e6
+    fold.periods = _addi(fold.periods, counter_delta(s.periods, p.periods))
+    fold.throttled_periods = _addi(
+        fold.throttled_periods, counter_delta(s.throttled_periods, p.throttled_periods)
+    )
+    d = counter_delta(s.throttled_usec, p.throttled_usec)
+    if d is not None:
+        fold.throttled_s = (fold.throttled_s or 0.0) + d / 1e6
+    cp, pcp = r.cpu_pressure, pr.cpu_pressure
+    if cp is not None and pcp is not None:
+        fold.cpu_some_s = (fold.cpu_some_s or 0.0) + _psi_delta_s(cp.some, pcp.some)
+        if cp.full is not None and pcp.full is not None:
+            fold.cpu_full_s = (fold.cpu_full_s or 0.0) + _psi_delta_s(cp.full, pcp.full)
+    mp, pmp = r.memory_pressure, pr.memory_pressure
+    if mp is not None and pmp is not None:
+        fold.mem_some_s = (fold.mem_some_s or 0.0) + _psi_delta_s(mp.some, pmp.some)
+        if mp.full is not None and pmp.full is not None:
+            fold.mem_full_s = (fold.mem_full_s or 0.0) + _psi_delta_s(mp.full, pmp.full)
+    ms, pms = r.memory_stat, pr.memory_stat
+    if ms is not None and pms is not None:
+        fold.refaults += counter_delta(ms.refaults, pms.refaults) or 0
+        fold.pgmajfault += counter_delta(ms.pgmajfault, pms.pgmajfault) or 0
+    me, pme = r.memory_events, pr.memory_events
+    if me is not None and pme is not None:
+        ev = fold.mem_events
+        for k, v, pv in (
+            ("high", me.high, pme.high),
+            ("max", me.max, pme.max),
+            ("oom", me.oom, pme.oom),
+            ("oom_kill", me.oom_kill, pme.oom_kill),
+        ):
+            ev[k] = ev.get(k, 0) + (v - pv if v >= pv else 0)

@@ -1,0 +1,159 @@
+"""Each pass is published whole: a scrape never mixes two passes, and only sends bytes.
+
+The exporter runs for real here (the agent's own loop, the HTTP server on 127.0.0.1)
+over a fixture node, with passes back to back while scrapes arrive in every format a
+client can ask for.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_parse
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.agent import Agent, AgentConfig
+from exporter.exposition.published import accepts_gzip, wants_openmetrics
+from exporter.exposition.text import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE
+from exporter.findings import load_thresholds
+from exporter.probe import ProbeConfig
+from exporter.server import App, Server
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+PASS_TS = "contention_sampler_last_pass_timestamp_seconds"
+FINDINGS_TS = "contention_findings_pass_timestamp_seconds"
+PROMETHEUS_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
+    "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
+
+
+def make_agent(root: Path, interval: float, render: str = "pass") -> Agent:
+    cfg = AgentConfig(
+        sysfs=str(root / "sys"),
+        procfs=str(root / "proc"),
+        sample_interval=interval,
+        probe=ProbeConfig(enabled=False),
+        render=render,
+    )
+    return Agent(cfg, load_thresholds())
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Path:
+    root = tmp_path / "node"
+    shutil.copytree(FIXTURES / "v2-systemd", root)
+    return root
+
+
+@pytest.fixture(params=["pass", "scrape"])
+def running(request: pytest.FixtureRequest, node: Path) -> Iterator[tuple[Agent, str]]:
+    agent = make_agent(node, interval=0.002, render=request.param)
+    server = Server(App(agent.exposition, agent.facts, 0.002, agent.status), "127.0.0.1:0")
+    agent.run_pass()
+    agent.start()
+    server.start()
+    try:
+        yield agent, f"http://127.0.0.1:{server.port}"
+    finally:
+        server.stop()
+        agent.close()
+
+
+def get(url: str, accept: str = "", encoding: str = "") -> tuple[int, dict[str, str], bytes]:
+    req = urllib.request.Request(url, headers={"Accept": accept, "Accept-Encoding": encoding})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return resp.status, dict(resp.headers), resp.read()
+
+
+def values(text: str, openmetrics: bool) -> dict[str, float]:
+    parse = om_parse if openmetrics else text_string_to_metric_families
+    out = {}
+    for fam in parse(text):
+        for s in fam.samples:
+            if not s.labels:
+                out[s.name] = float(s.value)
+    return out
+
+
+def test_every_scrape_shows_one_pass_with_its_own_findings(running: tuple[Agent, str]) -> None:
+    """Passes run back to back (every 2 ms) while 240 scrapes in four formats arrive:
+    in every one, the pass the findings were evaluated for is the pass every other
+    series comes from. (Before each pass was published whole, a scrape between the
+    snapshot and the evaluation paired pass N+1's series with pass N's findings.)"""
+    agent, base = running
+    variants = [("", ""), ("", "gzip"), (PROMETHEUS_ACCEPT, "gzip"), (PROMETHEUS_ACCEPT, "")]
+    seen: set[float] = set()
+    for i in range(240):
+        accept, encoding = variants[i % len(variants)]
+        status, headers, body = get(base + "/metrics", accept, encoding)
+        assert status == 200
+        if encoding:
+            assert headers["Content-Encoding"] == "gzip"
+            body = gzip.decompress(body)
+        om = bool(accept)
+        assert headers["Content-Type"] == (OPENMETRICS_CONTENT_TYPE if om else TEXT_CONTENT_TYPE)
+        v = values(body.decode(), om)
+        assert v[FINDINGS_TS] == v[PASS_TS], f"scrape {i} mixes two passes"
+        seen.add(v[PASS_TS])
+    assert agent.sampler.passes > 20
+    assert len(seen) > 10, "the scrapes did not overlap with many passes"
+
+
+def test_findings_and_health_come_from_the_published_pass(running: tuple[Agent, str]) -> None:
+    _, base = running
+    status, _, body = get(base + "/findings")
+    doc = json.loads(body)
+    assert status == 200 and doc["probe_loaded"] is False and doc["containers"] > 0
+    assert get(base + "/healthz")[0] == 200
+    status, _, page = get(base + "/")
+    assert b"tracked cgroups" in page and b"demo --list" in page  # no findings: a hint
+
+
+def test_a_pass_is_rendered_once_per_format(node: Path) -> None:
+    """render="pass": a format a scrape asked for is rendered with the next pass, and
+    scrapes of one pass get the very same bytes."""
+    agent = make_agent(node, interval=5.0, render="pass")
+    ex = agent.exposition
+    first = agent.run_pass(now=1_700_000_000.0)
+    assert first.metrics(False, False) is ex.serve("", "")  # rendered on first ask
+    assert first.metrics(False, False) is ex.serve(None, None)  # then reused
+    second = agent.run_pass(now=1_700_000_005.0)
+    rendered = dict(second._renders)  # what the pass rendered by itself
+    assert set(rendered) == {(False, False)}  # only the format a scrape asked for
+    assert ex.serve("", "") is rendered[(False, False)]
+    gz = ex.serve(PROMETHEUS_ACCEPT, "gzip")  # a new format: rendered now, from then on
+    assert gzip.decompress(gz.body).endswith(b"# EOF\n")
+    third = agent.run_pass(now=1_700_000_010.0)
+    assert {(False, False), (True, True)} <= set(third._renders)
+
+
+def test_content_negotiation() -> None:
+    assert wants_openmetrics(PROMETHEUS_ACCEPT)
+    assert wants_openmetrics("application/openmetrics-text")
+    assert not wants_openmetrics("application/openmetrics-text; version=2.0.0")
+    assert not wants_openmetrics("text/plain;version=0.0.4")
+    assert not wants_openmetrics(None)
+    assert accepts_gzip("deflate, gzip;q=0.5")
+    assert not accepts_gzip("identity")
+
+
+def test_concurrent_first_requests_render_once(node: Path) -> None:
+    agent = make_agent(node, interval=5.0, render="scrape")
+    pub = agent.run_pass(now=1_700_000_000.0)
+    got: list[object] = []
+    threads = [
+        threading.Thread(target=lambda: got.append(pub.metrics(True, True))) for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(r) for r in got}) == 1
