@@ -103,7 +103,7 @@ class Agent:
         if self.kube is not None:
             kres = self.kube
             extra.append(lambda: kube_families(kres))
-        self.exposition = Exposition(config.render, extra)
+        self.exposition = Exposition(config.render, extra, config.sample_interval)
         self._closed = False
 
     # -- one pass ---------------------------------------------------------------------

@@ -7,27 +7,34 @@ immutable :class:`Published`, and swaps it in with a single reference assignment
 request takes that reference once and serves from it, so a scrape never mixes two
 passes and never touches the filesystem.
 
-Rendering the families as text (and gzip) is the costly part of a scrape at 1,000
-containers. It happens once per pass and format, never per scrape:
+Building the families and rendering them as text (and gzip) is the costly part of a
+scrape at 1,000 containers. It happens at most once per pass and format, never per
+scrape:
 
 * ``render="pass"`` (the default): at the end of the pass, in the sampler thread, for
-  each format a scrape asked for in the last :data:`KEEP_RENDERING_S` seconds; a scrape
-  only copies bytes. A format nobody asked for is rendered on its first request.
+  each format a scrape is expected to ask for before the next pass lands (scrapers
+  are regular: the next request is expected one median gap after the last). A scrape
+  then only sends bytes, and a pass nobody will scrape costs no render. A request
+  nobody expected renders on arrival, like ``scrape``.
 * ``render="scrape"``: on the first request for a format after each pass (later
-  requests, e.g. a second Prometheus, reuse the bytes).
+  requests of that pass, e.g. a second Prometheus, reuse the bytes).
 
-bench/README.md has the measurements behind the default.
+Rendering every pass for every format in use (what ``pass`` would be without the
+expectation) costs the render on every pass; bench/README.md has the measurements
+behind the default.
 """
 
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client.core import Metric
@@ -47,8 +54,10 @@ from .text import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, render
 log = logging.getLogger(__name__)
 
 RENDER_MODES = ("pass", "scrape")
-# A format asked for within this long is rendered with every pass (render="pass").
+# A format nobody asked for in this long is no longer rendered ahead of requests.
 KEEP_RENDERING_S = 600.0
+# Jitter allowed around an expected request, as a share of the interval.
+PREDICTION_SLACK = 0.2
 # gzip level 1: ~half the CPU of level 6 for ~10 % more bytes (bench/README.md).
 GZIP_LEVEL = 1
 
@@ -141,16 +150,38 @@ class Rendered:
     gzipped: bool
 
 
-@dataclass
 class Published:
-    """One pass as served. Its data never changes; its renderings are made once."""
+    """One pass as served. Its data never changes; its families are built, and each
+    format rendered, at most once (the first call that needs them, under a lock)."""
 
-    result: PassResult | None  # None: before the first pass (a "not ready" exposition)
-    families: list[Metric]
-    findings_json: bytes
-    published_at: float = field(default_factory=time.monotonic)
-    _renders: dict[Variant, Rendered] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    def __init__(
+        self,
+        result: PassResult | None,
+        findings_json: bytes,
+        extra: Sequence[ExtraFamilies] = (),
+    ) -> None:
+        self.result = result  # None: before the first pass (a "not ready" exposition)
+        self.findings_json = findings_json
+        self._extra = extra
+        self._families: list[Metric] | None = None
+        self._renders: dict[Variant, Rendered] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def rendered(self) -> frozenset[Variant]:
+        return frozenset(self._renders)
+
+    def families(self) -> list[Metric]:
+        with self._lock:
+            return self._families_locked()
+
+    def _families_locked(self) -> list[Metric]:
+        if self._families is None:
+            if self.result is None:
+                self._families = [build_info(), not_ready()]
+            else:
+                self._families = pass_families(self.result, self._extra)
+        return self._families
 
     def metrics(self, openmetrics: bool, gzipped: bool) -> Rendered:
         """The exposition in one format, rendered on the first call for it."""
@@ -167,12 +198,12 @@ class Published:
     def _render(self, openmetrics: bool, gzipped: bool) -> Rendered:
         ctype = OPENMETRICS_CONTENT_TYPE if openmetrics else TEXT_CONTENT_TYPE
         plain = self._renders.get((openmetrics, False))
-        body = plain.body if plain is not None else render(self.families, openmetrics)
+        if plain is None:
+            body = render(self._families_locked(), openmetrics)
+            plain = self._renders[(openmetrics, False)] = Rendered(body, ctype, False)
         if not gzipped:
-            return Rendered(body, ctype, False)
-        if plain is None:  # keep the plain bytes too: a client without gzip may come
-            self._renders[(openmetrics, False)] = Rendered(body, ctype, False)
-        return Rendered(gzip.compress(body, GZIP_LEVEL, mtime=0), ctype, True)
+            return plain
+        return Rendered(gzip.compress(plain.body, GZIP_LEVEL, mtime=0), ctype, True)
 
 
 def wants_openmetrics(accept: str | None) -> bool:
@@ -195,35 +226,86 @@ def accepts_gzip(accept_encoding: str | None) -> bool:
     )
 
 
-class Exposition:
-    """The published pass, swapped atomically, and which formats scrapes ask for."""
+class _Requests:
+    """When one format was asked for: enough to expect the next request."""
 
-    def __init__(self, render_mode: str = "pass", extra: Sequence[ExtraFamilies] = ()) -> None:
+    def __init__(self) -> None:
+        self.times: deque[float] = deque(maxlen=6)
+
+    def interval(self) -> float | None:
+        """The median gap between the recent requests (None: fewer than two)."""
+        t = list(self.times)
+        gaps = sorted(b - a for a, b in itertools.pairwise(t) if b > a)
+        return gaps[len(gaps) // 2] if gaps else None
+
+    def due_before(self, deadline: float, now: float) -> bool:
+        """Is a request expected by ``deadline``? Unknown interval: assume so."""
+        if not self.times or now - self.times[-1] > KEEP_RENDERING_S:
+            return False
+        every = self.interval()
+        if every is None:
+            return True
+        due = self.times[-1] + every
+        while due < now - every * PREDICTION_SLACK:  # missed or late: the next one
+            due += every
+        return due <= deadline
+
+
+class Exposition:
+    """The published pass, swapped atomically, and when scrapes ask for each format."""
+
+    def __init__(
+        self,
+        render_mode: str = "pass",
+        extra: Sequence[ExtraFamilies] = (),
+        pass_interval: float = 5.0,
+        *,
+        predict: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if render_mode not in RENDER_MODES:
             raise ValueError(f"render mode must be one of {RENDER_MODES}, not {render_mode!r}")
         self.render_mode = render_mode
         self.extra = list(extra)
-        self._asked: dict[Variant, float] = {}  # variant -> monotonic time last asked
-        self._current = Published(None, [build_info(), not_ready()], _NOT_READY_JSON)
+        self.pass_interval = pass_interval
+        self.predict = predict  # False: render every pass (the benchmark's comparison)
+        self.clock = clock
+        self._requests: dict[Variant, _Requests] = {}
+        self._current = Published(None, _NOT_READY_JSON)
 
     def current(self) -> Published:
         return self._current
 
-    def publish(self, result: PassResult) -> Published:
+    def publish(self, result: PassResult, now: float | None = None) -> Published:
+        """Publish one pass. With ``render="pass"``, render now each format a scrape is
+        expected to ask for before the next pass lands; the rest renders on demand."""
         doc = result.findings_document()
-        pub = Published(result, pass_families(result, self.extra), json.dumps(doc).encode())
+        pub = Published(result, json.dumps(doc).encode(), self.extra)
         if self.render_mode == "pass":
-            now = time.monotonic()
-            for variant, at in list(self._asked.items()):
-                if now - at <= KEEP_RENDERING_S:
-                    pub.metrics(*variant)
+            for variant in self.due(self.clock() if now is None else now):
+                pub.metrics(*variant)
         self._current = pub  # one reference: a request sees this pass or the last
         return pub
 
-    def serve(self, accept: str | None, accept_encoding: str | None) -> Rendered:
+    def due(self, now: float) -> list[Variant]:
+        """Formats to render with a pass published at ``now`` (monotonic)."""
+        deadline = now + self.pass_interval * (1 + PREDICTION_SLACK)
+        return [
+            v
+            for v, r in list(self._requests.items())
+            if (not self.predict and r.times and now - r.times[-1] <= KEEP_RENDERING_S)
+            or (self.predict and r.due_before(deadline, now))
+        ]
+
+    def serve(
+        self, accept: str | None, accept_encoding: str | None, now: float | None = None
+    ) -> Rendered:
         """The current pass's exposition as this client wants it."""
         variant = (wants_openmetrics(accept), accepts_gzip(accept_encoding))
-        self._asked[variant] = time.monotonic()
+        requests = self._requests.get(variant)
+        if requests is None:
+            requests = self._requests.setdefault(variant, _Requests())
+        requests.times.append(self.clock() if now is None else now)
         return self._current.metrics(*variant)
 
 

@@ -54,7 +54,7 @@ def agent_at(root: Path) -> Agent:
 
 
 def families(tree: str) -> list[Metric]:
-    return agent_at(FIXTURES / tree).run_pass(now=1_700_000_000.0).families
+    return agent_at(FIXTURES / tree).run_pass(now=1_700_000_000.0).families()
 
 
 def render(tree: str) -> str:
@@ -134,7 +134,7 @@ def test_label_values_with_quotes_newlines_and_backslashes(tmp_path: Path) -> No
     (tmp_path / "proc/pressure/cpu").write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
     pub = agent_at(tmp_path).run_pass(now=1.0)
     text = pub.metrics(openmetrics=False, gzipped=False).body.decode()
-    assert text.encode() == generate_latest(_Registry(pub.families))  # type: ignore[arg-type]
+    assert text.encode() == generate_latest(_Registry(pub.families()))  # type: ignore[arg-type]
     usage = [
         s
         for f in text_string_to_metric_families(text)

@@ -118,21 +118,47 @@ def test_findings_and_health_come_from_the_published_pass(running: tuple[Agent, 
 
 
 def test_a_pass_is_rendered_once_per_format(node: Path) -> None:
-    """render="pass": a format a scrape asked for is rendered with the next pass, and
-    scrapes of one pass get the very same bytes."""
-    agent = make_agent(node, interval=5.0, render="pass")
+    """Scrapes of one pass get the very same bytes; a format is rendered once."""
+    agent = make_agent(node, interval=5.0, render="scrape")
     ex = agent.exposition
     first = agent.run_pass(now=1_700_000_000.0)
-    assert first.metrics(False, False) is ex.serve("", "")  # rendered on first ask
-    assert first.metrics(False, False) is ex.serve(None, None)  # then reused
-    second = agent.run_pass(now=1_700_000_005.0)
-    rendered = dict(second._renders)  # what the pass rendered by itself
-    assert set(rendered) == {(False, False)}  # only the format a scrape asked for
-    assert ex.serve("", "") is rendered[(False, False)]
-    gz = ex.serve(PROMETHEUS_ACCEPT, "gzip")  # a new format: rendered now, from then on
+    assert first.rendered == frozenset()  # nothing until asked
+    r = ex.serve("", "", now=100.0)
+    assert r is first.metrics(False, False) is ex.serve(None, None, now=101.0)
+    gz = ex.serve(PROMETHEUS_ACCEPT, "gzip", now=102.0)
     assert gzip.decompress(gz.body).endswith(b"# EOF\n")
-    third = agent.run_pass(now=1_700_000_010.0)
-    assert {(False, False), (True, True)} <= set(third._renders)
+    # The gzip copy reused the pass's plain OpenMetrics rendering.
+    assert first.rendered == {(False, False), (True, False), (True, True)}
+
+
+def test_render_with_the_pass_that_precedes_each_expected_scrape(node: Path) -> None:
+    """render="pass": passes every 5 s, a scraper every 15 s. Once its interval is
+    known, only the pass before each expected scrape renders (a scrape then sends
+    bytes); the passes in between render nothing."""
+    agent = make_agent(node, interval=5.0, render="pass")
+    ex = agent.exposition
+    t, wall = 1_700_000_000.0, 0.0
+    rendered: list[bool] = []
+    for i in range(12):  # one minute: passes at 0, 5, ..., 55 s
+        t += 5.0
+        pub = ex.publish(agent.evaluate(agent.sampler.run_once(now=t)), now=wall)
+        rendered.append((True, True) in pub.rendered)
+        if i % 3 == 2:  # a scrape 2 s after every third pass: 12, 27, 42, 57 s
+            r = ex.serve(PROMETHEUS_ACCEPT, "gzip", now=wall + 2.0)
+            assert r is pub.metrics(True, True)
+        wall += 5.0
+    # Scrapes at 12 and 27 s taught the interval (15 s); from then on only the pass
+    # just before each scrape (40 and 55 s) renders. Before that nothing was known:
+    # the pass after the first scrape rendered just in case.
+    assert rendered == [False] * 3 + [True] * 3 + [False, False, True, False, False, True]
+
+
+def test_an_unexpected_scrape_is_served_anyway(node: Path) -> None:
+    agent = make_agent(node, interval=5.0, render="pass")
+    pub = agent.run_pass(now=1_700_000_000.0)
+    assert pub.rendered == frozenset()  # nobody has ever asked
+    body = agent.exposition.serve("", "").body
+    assert b"contention_sampler_ready 1.0" in body
 
 
 def test_content_negotiation() -> None:

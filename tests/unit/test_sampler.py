@@ -410,7 +410,7 @@ def test_exported_blame_share_counts_the_minute_in_progress(tree: Tree) -> None:
     pub = agent.run_pass(now=610.0)
     v = pub.result
     assert v is not None and v.blame[ids[victim]] == {ids[hog]: pytest.approx(0.3)}
-    fams = {m.name: m for m in pub.families}
+    fams = {m.name: m for m in pub.families()}
     shares = [
         (smp.labels["cgroup"], smp.labels["culprit_cgroup"], smp.value)
         for smp in fams["contention_blame_share"].samples
