@@ -49,7 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_generate(args: argparse.Namespace) -> int:
     try:
         from ..dashboards.render import render_all
-    except ImportError as e:  # pragma: no cover - depends on the installed extras
+    except ModuleNotFoundError as e:  # pragma: no cover - depends on the installed extras
+        if not (e.name or "").startswith("grafana_foundation_sdk"):
+            raise
         sys.stderr.write(
             f"error: the dashboard generator needs grafana-foundation-sdk ({e}); "
             "install it with: pip install 'contention-exporter[dashboards]'\n"

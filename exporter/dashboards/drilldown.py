@@ -10,7 +10,9 @@ from grafana_foundation_sdk.models import heatmap as hm
 from grafana_foundation_sdk.models import nodegraph as ngm
 from grafana_foundation_sdk.models import prometheus as pm
 
+from .. import promql as pq
 from ..findings.thresholds import Thresholds
+from ..promql import rate, sel
 from . import variables as v
 from .panels import (
     BLUE,
@@ -26,14 +28,12 @@ from .panels import (
     transform,
     ts,
 )
-from .promql import RATE, Q, named, named_culprit, rate, sel
+from .selectors import RATE, Selectors, named, named_culprit
 from .shared import (
     DRILLDOWN_UID,
     OVERVIEW_UID,
     base_dashboard,
     findings_table,
-    p99,
-    throttle_ratio,
 )
 
 TITLE = "Contention / Container drill-down"
@@ -50,7 +50,7 @@ def _dashed(regex: str) -> tuple[str, list[dm.DynamicConfigValue]]:
 
 
 def build_drilldown(th: Thresholds) -> db.Dashboard:
-    q = Q(th)
+    q = Selectors(th)
     ids = Ids()
     c = q.container
     w = th.window_minutes
@@ -88,7 +88,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             CORES,
             [
                 T(
-                    named(f"rate({sel('contention_cpu_usage_seconds_total', c)}[{RATE}])"),
+                    named(rate(pq.USAGE, RATE, c)),
                     f"{VICTIM} used",
                     ref="used",
                 ),
@@ -114,7 +114,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             f"line: throttledRatio ({th.throttled_ratio:.0%}); above it cpu-throttled fires. "
             "Fix: raise or remove resources.limits.cpu.",
             "percentunit",
-            [T(named(throttle_ratio(c, q.window)), VICTIM)],
+            [T(named(pq.throttle_ratio(q.window, c)), VICTIM)],
             lines=[(th.throttled_ratio_max, ORANGE), (th.throttled_ratio, RED)],
             max_val=1,
         )
@@ -130,7 +130,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             "s",
             [
                 T(
-                    named(f"rate({sel('contention_cpu_cfs_throttled_seconds_total', c)}[{RATE}])"),
+                    named(rate(pq.THROTTLED_SECONDS, RATE, c)),
                     VICTIM,
                 )
             ],
@@ -150,7 +150,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             "percentunit",
             [
                 T(
-                    named(f"rate({sel('contention_cpu_pressure_waiting_seconds_total', c)}[1m])"),
+                    named(rate(pq.CPU_SOME, "1m", c)),
                     VICTIM,
                 )
             ],
@@ -169,7 +169,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             "percentunit",
             [
                 T(
-                    named(f"rate({sel('contention_cpu_pressure_stalled_seconds_total', c)}[1m])"),
+                    named(rate(pq.CPU_FULL, "1m", c)),
                     VICTIM,
                 )
             ],
@@ -232,7 +232,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             f"({th.critical_runq_p99_ms:g} ms), critical severity. Above the lines and not "
             "throttled: see who ran while it waited, below.",
             "s",
-            [T(named(p99(c)), VICTIM)],
+            [T(named(pq.runq_p99("1m", c)), VICTIM)],
             lines=[(th.runq_bound_s, ORANGE), (th.critical_runq_bound_s, RED)],
             min_val=None,
             log=True,
@@ -249,7 +249,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             "short",
             [
                 T(
-                    named(f"rate({sel('contention_runqueue_latency_seconds_count', c)}[1m]) * 60"),
+                    named(pq.runq_events_per_minute(c)),
                     VICTIM,
                 )
             ],
@@ -267,7 +267,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             "s",
             [
                 T(
-                    named(f"rate({sel('contention_runqueue_wait_seconds_total', c)}[{RATE}])"),
+                    named(f"{rate('contention_runqueue_wait_seconds_total', RATE, c)}"),
                     VICTIM,
                 )
             ],
@@ -370,9 +370,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             "percentunit",
             [
                 T(
-                    named(
-                        f"rate({sel('contention_memory_pressure_waiting_seconds_total', c)}[1m])"
-                    ),
+                    named(f"{rate('contention_memory_pressure_waiting_seconds_total', '1m', c)}"),
                     VICTIM,
                 )
             ],
@@ -390,9 +388,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             "percentunit",
             [
                 T(
-                    named(
-                        f"rate({sel('contention_memory_pressure_stalled_seconds_total', c)}[1m])"
-                    ),
+                    named(f"{rate('contention_memory_pressure_stalled_seconds_total', '1m', c)}"),
                     VICTIM,
                 )
             ],
@@ -400,7 +396,6 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             lines=[(th.critical_mem_full, RED)],
         )
     )
-    refaults = sel("contention_memory_workingset_refaults_total", c)
     limit_events = sel("contention_memory_events_total", c, 'event=~"high|max|oom|oom_kill"')
     d = d.with_panel(
         ts(
@@ -411,7 +406,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             f"refaultPerMin ({th.refault_per_min:g}); a minute above it counts as "
             "memory-stalled.",
             "short",
-            [T(named(f"sum without(type) (rate({refaults}[1m])) * 60"), VICTIM)],
+            [T(named(f"{pq.refaults('1m', c)} * 60"), VICTIM)],
             w=8,
             lines=[(th.refault_per_min, RED)],
         )
@@ -445,7 +440,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             "percentunit",
             [
                 T(
-                    rate("contention_node_memory_pressure_waiting_seconds_total", q.node, "1m"),
+                    rate("contention_node_memory_pressure_waiting_seconds_total", "1m", q.node),
                     f"{{{{{q.node_label}}}}}",
                 )
             ],

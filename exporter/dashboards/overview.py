@@ -4,26 +4,25 @@ from __future__ import annotations
 
 from grafana_foundation_sdk.builders import dashboard as db
 
+from .. import promql as pq
 from ..findings.thresholds import Thresholds
-from ..rules.generator import num
+from ..promql import num, rate, sel
 from . import variables as v
 from .panels import BLUE, GREEN, ORANGE, RED, Ids, T, bars, big, row, ts, value_map
-from .promql import RATE, Q, named, rate, sel
+from .selectors import RATE, Selectors, named
 from .shared import (
     DRILLDOWN_UID,
     OVERVIEW_UID,
     base_dashboard,
     field_link,
     findings_table,
-    p99,
-    throttle_ratio,
 )
 
 TITLE = "Contention / Node overview"
 
 
 def build_overview(th: Thresholds) -> db.Dashboard:
-    q = Q(th)
+    q = Selectors(th)
     ids = Ids()
     n = q.node
     o = q.overview
@@ -48,7 +47,7 @@ def build_overview(th: Thresholds) -> db.Dashboard:
     # -- gauges ---------------------------------------------------------------------
     d = d.with_row(row(ids, "Every container against its entitlement"))
     cpu_ratio = named(
-        f"rate({sel('contention_cpu_usage_seconds_total', o)}[{RATE}])"
+        f"{rate('contention_cpu_usage_seconds_total', RATE, o)}"
         f" / ignoring(basis) group_left(basis) {sel('contention_cpu_entitlement_cores', o)}"
     )
     mem_ratio = named(
@@ -95,7 +94,7 @@ def build_overview(th: Thresholds) -> db.Dashboard:
 
     # -- worst victims --------------------------------------------------------------
     d = d.with_row(row(ids, "Worst victims"))
-    psi_some = f"rate({sel('contention_cpu_pressure_waiting_seconds_total', o)}[1m])"
+    psi_some = rate(pq.CPU_SOME, "1m", o)
     d = d.with_panel(
         bars(
             ids,
@@ -114,7 +113,8 @@ def build_overview(th: Thresholds) -> db.Dashboard:
             max_val=1,
         ).data_links(field_link(q))
     )
-    events = f"rate({sel('contention_runqueue_latency_seconds_count', o)}[1m]) * 60"
+    events = pq.runq_events_per_minute(o)
+    worst_p99 = f"{pq.runq_p99('1m', o)} and ({events} >= {num(th.min_runq_events)})"
     d = d.with_panel(
         bars(
             ids,
@@ -129,7 +129,7 @@ def build_overview(th: Thresholds) -> db.Dashboard:
             "s",
             [
                 T(
-                    f"topk(10, {named(f'{p99(o)} and ({events} >= {num(th.min_runq_events)})')})",
+                    f"topk(10, {named(worst_p99)})",
                     "{{victim}}",
                     instant=True,
                 )
@@ -152,7 +152,7 @@ def build_overview(th: Thresholds) -> db.Dashboard:
             "percentunit",
             [
                 T(
-                    f"topk(10, {named(f'({throttle_ratio(o, q.window)}) > 0')})",
+                    f"topk(10, {named(f'({pq.throttle_ratio(q.window, o)}) > 0')})",
                     "{{victim}}",
                     instant=True,
                 )
@@ -168,7 +168,7 @@ def build_overview(th: Thresholds) -> db.Dashboard:
     d = d.with_row(row(ids, "Node"))
     node_psi = [
         T(
-            f"rate({sel(f'contention_node_{res}_pressure_{kind}_seconds_total', n)}[{RATE}])",
+            f"{rate(f'contention_node_{res}_pressure_{kind}_seconds_total', RATE, n)}",
             f"{nl} {res} {label}",
             ref=f"{res}_{label}",
         )
@@ -201,7 +201,7 @@ def build_overview(th: Thresholds) -> db.Dashboard:
             "percentunit",
             [
                 T(
-                    rate(f"contention_node_memory_pressure_{kind}_seconds_total", n),
+                    rate(f"contention_node_memory_pressure_{kind}_seconds_total", RATE, n),
                     f"{nl} memory {label}",
                     ref=label,
                 )
@@ -222,12 +222,12 @@ def build_overview(th: Thresholds) -> db.Dashboard:
             "ops",
             [
                 T(
-                    f"rate({sel('contention_node_context_switches_total', n)}[{RATE}])",
+                    f"{rate('contention_node_context_switches_total', RATE, n)}",
                     f"{nl} node",
                     ref="node",
                 ),
                 T(
-                    f"rate({sel('contention_probe_sched_switches_total', n)}[{RATE}])",
+                    f"{rate('contention_probe_sched_switches_total', RATE, n)}",
                     f"{nl} seen by probe",
                     ref="probe",
                 ),
@@ -246,7 +246,7 @@ def build_overview(th: Thresholds) -> db.Dashboard:
             "percentunit",
             [
                 T(
-                    f"rate({sel('contention_node_cpu_steal_seconds_total', n)}[{RATE}])"
+                    f"{rate('contention_node_cpu_steal_seconds_total', RATE, n)}"
                     f" / {sel('contention_node_cpu_cores', n)}",
                     f"{nl}",
                 )
@@ -352,8 +352,8 @@ def build_overview(th: Thresholds) -> db.Dashboard:
             "s",
             [
                 T(
-                    f"rate({sel('contention_probe_program_run_seconds_total', n)}[{RATE}])"
-                    f" / rate({sel('contention_probe_program_runs_total', n)}[{RATE}])",
+                    f"{rate('contention_probe_program_run_seconds_total', RATE, n)}"
+                    f" / {rate('contention_probe_program_runs_total', RATE, n)}",
                     f"{nl} {{{{program}}}}",
                 )
             ],
@@ -391,7 +391,7 @@ def build_overview(th: Thresholds) -> db.Dashboard:
             "ops",
             [
                 T(
-                    f"rate({sel('contention_probe_map_update_failures_total', n)}[{RATE}])",
+                    f"{rate('contention_probe_map_update_failures_total', RATE, n)}",
                     f"{nl} {{{{map}}}}",
                 )
             ],

@@ -13,7 +13,7 @@ from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import prometheus as pm
 
-from .promql import V_DATASOURCE
+from .selectors import V_DATASOURCE
 
 DS = dm.DataSourceRef(type_val="prometheus", uid=f"${{{V_DATASOURCE}}}")
 

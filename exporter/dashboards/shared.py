@@ -8,15 +8,15 @@ from grafana_foundation_sdk.cog import builder as cogbuilder
 from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import prometheus as pm
 
+from .. import promql as pq
+from ..promql import rate, sel
 from . import variables as v
 from .panels import BLUE, ORANGE, RED, Ids, T, grid, prop, thresholds, transform, value_map
-from .promql import V_CGROUP, V_CLUSTER, V_DATASOURCE, V_NODE, Q, named, sel
+from .selectors import V_CGROUP, V_CLUSTER, V_DATASOURCE, V_NODE, Selectors, named
 
 OVERVIEW_UID = "contention-node-overview"
 DRILLDOWN_UID = "contention-container-drilldown"
 TAG = "contention-exporter"
-
-RUNQ_BUCKET = "contention_runqueue_latency_seconds_bucket"
 
 
 def base_dashboard(title: str, uid: str, description: str) -> db.Dashboard:
@@ -55,13 +55,13 @@ def drilldown_url(node: str, cgroup: str) -> str:
     )
 
 
-def field_link(q: Q) -> list[cogbuilder.Builder[dm.DashboardLink]]:
+def field_link(q: Selectors) -> list[cogbuilder.Builder[dm.DashboardLink]]:
     """Data link for series panels (labels of the clicked series)."""
     url = drilldown_url(f"${{__field.labels.{q.node_label}}}", "${__field.labels.cgroup}")
     return [db.DashboardLink("Drill down into this container").url(url)]
 
 
-def row_link(q: Q) -> list[dict[str, object]]:
+def row_link(q: Selectors) -> list[dict[str, object]]:
     """Data link for table rows (columns of the clicked row)."""
     return [
         {
@@ -69,18 +69,6 @@ def row_link(q: Q) -> list[dict[str, object]]:
             "url": drilldown_url(f"${{__data.fields.{q.node_label}}}", "${__data.fields.cgroup}"),
         }
     ]
-
-
-def p99(matchers: str, window: str = "1m") -> str:
-    """Per-victim run-queue p99 from the histogram, as the alerts compute it."""
-    return f"histogram_quantile(0.99, rate({sel(RUNQ_BUCKET, matchers)}[{window}]))"
-
-
-def throttle_ratio(matchers: str, window: str) -> str:
-    return (
-        f"rate({sel('contention_cpu_cfs_throttled_periods_total', matchers)}[{window}])"
-        f" / rate({sel('contention_cpu_cfs_periods_total', matchers)}[{window}])"
-    )
 
 
 # Column titles of the findings table (after the organize transformation).
@@ -91,7 +79,7 @@ COL_MEM = "memory some (1m)"
 COL_SHARE = "culprit share (window)"
 
 
-def findings_table(ids: Ids, q: Q, matchers: str, title: str, *, h: int = 8) -> table.Panel:
+def findings_table(ids: Ids, q: Selectors, matchers: str, title: str, *, h: int = 8) -> table.Panel:
     """Every active ``contention_finding`` with the numbers that decide it.
 
     Each query is the finding series itself multiplied by one number of its victim
@@ -101,31 +89,27 @@ def findings_table(ids: Ids, q: Q, matchers: str, title: str, *, h: int = 8) -> 
     """
     th = q.th
     keep = q.by("cgroup", "victim", "kind", "severity", "culprit_kind", "culprit")
-    finding = sel("contention_finding", matchers)
+    finding = sel(pq.FINDING, matchers)
     on_v = q.on("cgroup")
 
     def with_number(number: str) -> str:
         return f"max {keep} (\n  {named(f'{finding} * {on_v} group_left() ({number})')}\n)"
 
-    nn = sel("contention_finding", matchers, 'kind="noisy-neighbor"')
-    blame = sel("contention_blame_share", matchers)
+    nn = sel(pq.FINDING, matchers, 'kind="noisy-neighbor"')
+    blame = sel(pq.BLAME_SHARE, matchers)
     by_pair = q.by("cgroup", "culprit_cgroup")
     on_pair = q.on("cgroup", "culprit_cgroup")
     share = f"max {keep} (\n  {named(f'{nn} * {on_pair} group_left() max {by_pair} ({blame})')}\n)"
     queries = [
         T(f"max {keep} ({named(finding)})", ref="finding"),
-        T(with_number(throttle_ratio(matchers, q.window)), ref="throttled"),
+        T(with_number(pq.throttle_ratio(q.window, matchers)), ref="throttled"),
         T(
-            with_number(
-                f"rate({sel('contention_cpu_pressure_waiting_seconds_total', matchers)}[1m])"
-            ),
+            with_number(rate(pq.CPU_SOME, "1m", matchers)),
             ref="cpu",
         ),
-        T(with_number(p99(matchers)), ref="p99"),
+        T(with_number(pq.runq_p99("1m", matchers)), ref="p99"),
         T(
-            with_number(
-                f"rate({sel('contention_memory_pressure_waiting_seconds_total', matchers)}[1m])"
-            ),
+            with_number(rate(pq.MEM_SOME, "1m", matchers)),
             ref="mem",
         ),
         T(share, ref="share"),

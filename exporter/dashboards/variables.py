@@ -13,7 +13,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import dashboard as dm
 
 from .panels import DS
-from .promql import (
+from .selectors import (
     CLUSTER_LABEL,
     V_CGROUP,
     V_CLUSTER,
@@ -22,7 +22,7 @@ from .promql import (
     V_NAMESPACE,
     V_NODE,
     V_POD,
-    Q,
+    Selectors,
 )
 
 ALL = dm.VariableOption(selected=True, text="All", value="$__all")
@@ -66,7 +66,7 @@ def cluster() -> db.QueryVariable:
     )
 
 
-def node(q: Q, *, allow_all: bool) -> db.QueryVariable:
+def node(q: Selectors, *, allow_all: bool) -> db.QueryVariable:
     v = _query(
         V_NODE,
         "Node",
@@ -77,7 +77,7 @@ def node(q: Q, *, allow_all: bool) -> db.QueryVariable:
     return _all(v, multi=False) if allow_all else v.multi(False)
 
 
-def namespace(q: Q) -> db.QueryVariable:
+def namespace(q: Selectors) -> db.QueryVariable:
     return _all(
         _query(
             V_NAMESPACE,
@@ -88,7 +88,7 @@ def namespace(q: Q) -> db.QueryVariable:
     )
 
 
-def pod(q: Q) -> db.QueryVariable:
+def pod(q: Selectors) -> db.QueryVariable:
     return _all(
         _query(
             V_POD,
@@ -99,7 +99,7 @@ def pod(q: Q) -> db.QueryVariable:
     )
 
 
-def container(q: Q) -> db.QueryVariable:
+def container(q: Selectors) -> db.QueryVariable:
     return _all(
         _query(
             V_CONTAINER,
@@ -111,7 +111,7 @@ def container(q: Q) -> db.QueryVariable:
     )
 
 
-def cgroup(q: Q) -> db.QueryVariable:
+def cgroup(q: Selectors) -> db.QueryVariable:
     return _all(
         _query(
             V_CGROUP,

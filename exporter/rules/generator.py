@@ -1,11 +1,14 @@
 """Generate the Prometheus rule pack from the threshold config.
 
-The alerts encode seed 000's gating logic over the raw exported metrics, with the
-same per-minute arithmetic as the Python evaluator (``exporter.findings``):
+The alerts encode docs/findings.md's gating logic over the raw exported metrics, with
+the same per-minute arithmetic as the Python evaluator (``exporter.findings``):
 
-* per-minute stall terms are ``rate(x[1m] offset Nm)`` for each sustain minute, so
-  "stalled for two consecutive minutes" is part of the expression (no ``for:``): the
-  alert state is a pure function of the data, exactly like the evaluator's verdict;
+* each minute's stall is recorded once (``cgroup:contention_cpu_stalled:rate1m``, the
+  memory and node flags likewise) from ``rate(x[1m])``, and "stalled for two
+  consecutive minutes" reads that flag now and ``offset 1m`` (no ``for:``), so the
+  alert state is a pure function of the data, exactly like the evaluator's verdict.
+  Reading a recorded flag back a minute later needs an evaluation a minute earlier:
+  the group interval must divide 1m;
 * the throttling gate is ``unless on(<node>, cgroup) (throttled ratio >= max)``;
 * a culprit is dropped ``unless`` its usage is at or below its own request; usage is
   ``rate(usage[w]) / rate(contention_sampled_seconds_total[w])``, the average over the
@@ -15,7 +18,9 @@ same per-minute arithmetic as the Python evaluator (``exporter.findings``):
   set): before that the per-minute rates would cover a series younger than their range;
 * node memory pressure is joined ``on(<node labels>)``.
 
-Users customise the thresholds file, never the generated YAML.
+The PromQL facts shared with the dashboards (metric names, the throttle ratio, ``num``
+...) are in ``exporter.promql``. Users customise the thresholds file, never the
+generated YAML.
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ from typing import Any
 
 import yaml
 
+from .. import promql as pq
 from ..findings.model import NAMEABLE_CULPRIT_KINDS, Kind
 from ..findings.thresholds import Thresholds
 from ..probe.histogram import RUNQ_BOUNDS_S, le_label
+from ..promql import num
 
 GROUP = "contention"
 ALERT_PREFIX = "Contention"
@@ -51,23 +58,33 @@ SUMMARIES = {
     Kind.MEMORY_LIMIT_THRASH: "Container is thrashing under its own memory limit.",
 }
 
-# Recording rule names (level:metric:operations).
-R_PSI_SOME = "cgroup:contention_cpu_pressure_waiting:ratio_rate1m"
-R_PSI_FULL = "cgroup:contention_cpu_pressure_stalled:ratio_rate1m"
+# Recording rule names: level:metric:operations (Prometheus's naming practice; a metric
+# divided by another is <a>_per_<b>:ratio). Signals, for dashboards and descriptions:
+R_PSI_SOME = "cgroup:contention_cpu_pressure_waiting_seconds:rate1m"
+R_PSI_FULL = "cgroup:contention_cpu_pressure_stalled_seconds:rate1m"
 R_THROTTLE = "cgroup:contention_cpu_cfs_throttled_periods:ratio_rate{w}"
 R_THROTTLE_S = "cgroup:contention_cpu_cfs_throttled_seconds:rate{w}"
 R_P99 = "cgroup:contention_runqueue_latency_seconds:p99_rate1m"
-R_RUNQ_EVENTS = "cgroup:contention_runqueue_events:rate1m"
-R_USAGE = "cgroup:contention_cpu_usage:rate{w}"
-R_WATCHED = "cgroup:contention_sampled_seconds:watched_sustain"
-R_USAGE_OVER_REQ = "cgroup:contention_cpu_usage_over_request:ratio_rate{w}"
-R_MEM_SOME = "cgroup:contention_memory_pressure_waiting:ratio_rate1m"
-R_MEM_FULL = "cgroup:contention_memory_pressure_stalled:ratio_rate1m"
+R_RUNQ_EVENTS = "cgroup:contention_runqueue_latency_seconds_count:rate1m"
+R_USAGE = "cgroup:contention_cpu_usage_per_sampled_seconds:ratio_rate{w}"
+R_USAGE_OVER_REQ = "cgroup:contention_cpu_usage_per_request_cores:ratio_rate{w}"
+R_MEM_SOME = "cgroup:contention_memory_pressure_waiting_seconds:rate1m"
+R_MEM_FULL = "cgroup:contention_memory_pressure_stalled_seconds:rate1m"
 R_REFAULTS = "cgroup:contention_memory_workingset_refaults:rate1m"
-R_NODE_MEM_SOME = "node:contention_memory_pressure_waiting:ratio_rate1m"
+R_NODE_MEM_SOME = "node:contention_node_memory_pressure_waiting_seconds:rate1m"
 R_OVERAGE = "cgroup:contention_memory_working_set_bytes:over_request"
-R_OVERAGE_SHARE = "cgroup:contention_memory_overage:share"
-R_MEM_CULPRIT = "node:contention_memory_culprit:share"
+R_OVERAGE_SHARE = "cgroup:contention_memory_overage_per_node_overage:ratio"
+R_MEM_CULPRIT = "node:contention_memory_overage_per_node_overage:top1"
+R_WATCHED = "cgroup:contention_sampled_seconds:watched_sustain"
+# Per-minute flags (value 1 when the minute just ended qualifies), recorded once and
+# read back with offset for the earlier minutes:
+R_RUNQ_SLOW_1M = "cgroup:contention_runqueue_latency_seconds:p99_over_stall_rate1m"
+R_RUNQ_CRIT_1M = "cgroup:contention_runqueue_latency_seconds:p99_over_critical_rate1m"
+R_CPU_STALLED_1M = "cgroup:contention_cpu_stalled:rate1m"
+R_MEM_STALLED_1M = "cgroup:contention_memory_stalled:rate1m"
+R_LIMIT_HITS_1M = "cgroup:contention_memory_limit_hits:rate1m"
+R_NODE_MEM_1M = "node:contention_node_memory_pressure:rate1m"
+# Decisions (value 1):
 R_CPU_STALLED = "cgroup:contention_cpu_stalled:sustained"
 R_CPU_VICTIM = "cgroup:contention_cpu_unthrottled_stall:sustained"
 R_CPU_CRIT = "cgroup:contention_cpu_severity_critical:rate1m"
@@ -77,21 +94,12 @@ R_MEM_PRESSURE = "cgroup:contention_memory_pressure:sustained"
 R_MEM_THRASH = "cgroup:contention_memory_limit_thrash:sustained"
 R_MEM_CRIT = "cgroup:contention_memory_severity_critical:rate1m"
 
-M_BUCKET = "contention_runqueue_latency_seconds_bucket"
-M_COUNT = "contention_runqueue_latency_seconds_count"
-INF_SEL = '{le="+Inf"}'
-
-
-def num(x: float) -> str:
-    """A float literal PromQL parses to the same double (also used by the dashboards)."""
-    if float(x).is_integer():
-        return str(int(x))
-    return repr(float(x))
+INF_SEL = 'le="+Inf"'
 
 
 @dataclass(frozen=True, slots=True)
-class Q:
-    """PromQL fragment builders for one threshold config."""
+class RuleTerms:
+    """The rules' PromQL terms for one threshold config."""
 
     th: Thresholds
 
@@ -104,79 +112,59 @@ class Q:
         return f"{self.th.window_minutes}m"
 
     def on(self, *extra: str) -> str:
-        return f"on({', '.join((*self.th.node_labels, *extra))})"
-
-    @staticmethod
-    def off(k: int) -> str:
-        return f" offset {k}m" if k else ""
-
-    def rate1(self, metric: str, k: int, sel: str = "") -> str:
-        return f"rate({metric}{sel}[1m]{self.off(k)})"
+        return pq.on(self.th.node_labels, *extra)
 
     def runq_le(self, bound_s: float, k: int) -> str:
-        sel = f'{{le="{le_label(bound_s)}"}}'
-        return f"sum without(le) ({self.rate1(M_BUCKET, k, sel)})"
+        le = f'le="{le_label(bound_s)}"'
+        return f"sum without(le) ({pq.rate(pq.RUNQ_BUCKET, '1m', le, k=k)})"
 
     def runq_slow(self, bound_s: float, k: int) -> str:
         """p99 >= bound over enough events (or any overflow wait) in minute -k."""
-        inf = f"sum without(le) ({self.rate1(M_BUCKET, k, INF_SEL)})"
+        inf = f"sum without(le) ({pq.rate(pq.RUNQ_BUCKET, '1m', INF_SEL, k=k)})"
         top = self.runq_le(RUNQ_BOUNDS_S[-1], k)
         return (
-            f"(({self.runq_le(bound_s, k)} / {inf}) <= 0.99"
-            f" and (({self.rate1(M_COUNT, k)} * 60 >= {num(self.th.min_runq_events)})"
-            f" or ({inf} - {top} > 0)))"
+            f"(\n    ({self.runq_le(bound_s, k)}\n    / {inf}) <= 0.99\n  )\n  and (\n"
+            f"    ({pq.runq_events_per_minute(k=k)} >= {num(self.th.min_runq_events)})\n"
+            f"    or ({inf}\n    - {top} > 0)\n  )"
         )
 
-    def psi_some(self, k: int) -> str:
-        return self.rate1("contention_cpu_pressure_waiting_seconds_total", k)
+    def psi_some(self, k: int = 0) -> str:
+        return pq.rate(pq.CPU_SOME, "1m", k=k)
 
-    def psi_full(self, k: int) -> str:
-        return self.rate1("contention_cpu_pressure_stalled_seconds_total", k)
+    def psi_full(self, k: int = 0) -> str:
+        return pq.rate(pq.CPU_FULL, "1m", k=k)
 
-    def cpu_stalled(self, k: int) -> str:
+    def cpu_stalled(self) -> str:
+        """The minute just ended: PSI some over the threshold, or a slow run queue."""
+        return f"({self.psi_some()} >= {num(self.th.stall_some)}) or {R_RUNQ_SLOW_1M}"
+
+    def mem_stalled(self) -> str:
         return (
-            f"({self.psi_some(k)} >= {num(self.th.stall_some)})"
-            f" or {self.runq_slow(self.th.runq_bound_s, k)}"
+            f"({pq.rate(pq.MEM_SOME, '1m')} >= {num(self.th.mem_stall_some)})"
+            f" or ({pq.refaults('1m')} >= {pq.per_second(self.th.refault_per_min)})"
         )
 
-    def throttle_ratio(self) -> str:
-        return (
-            f"rate(contention_cpu_cfs_throttled_periods_total[{self.w}])"
-            f" / rate(contention_cpu_cfs_periods_total[{self.w}])"
-        )
+    def node_mem(self) -> str:
+        return f"{pq.rate(pq.NODE_MEM_SOME, '1m')} >= {num(self.th.node_mem_stall_some)}"
 
-    def mem_stalled(self, k: int) -> str:
-        return (
-            f"({self.rate1('contention_memory_pressure_waiting_seconds_total', k)}"
-            f" >= {num(self.th.mem_stall_some)})"
-            " or (sum without(type) ("
-            f"{self.rate1('contention_memory_workingset_refaults_total', k)})"
-            f" >= {num(self.th.refault_per_min / 60)})"
-        )
+    def limit_hits(self) -> str:
+        hits = pq.rate(pq.MEM_EVENTS, "1m", 'event=~"high|max"')
+        return f"sum without(event) ({hits}) > 0"
 
-    def node_mem(self, k: int) -> str:
-        return (
-            f"({self.rate1('contention_node_memory_pressure_waiting_seconds_total', k)}"
-            f" >= {num(self.th.node_mem_stall_some)})"
-        )
-
-    def limit_hits(self, k: int) -> str:
-        sel = '{event=~"high|max"}'
-        return f"(sum without(event) ({self.rate1('contention_memory_events_total', k, sel)}) > 0)"
+    def each_sustain_minute(self, term: str) -> str:
+        """``term`` for every sustain minute, newest first (``{off}`` marks where each
+        minute's offset goes), and-ed together."""
+        parts = [term.format(off=pq.offset(k)) for k in range(self.th.sustain_minutes)]
+        return "\n  and\n  ".join(f"({p})" for p in parts)
 
 
 def _flag(expr: str) -> str:
     return f"group without() (\n  {expr}\n)"
 
 
-def _and_minutes(parts: list[str]) -> str:
-    return "\n  and\n  ".join(f"({p})" for p in parts)
-
-
 def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
-    q = Q(th)
+    q = RuleTerms(th)
     w = q.w
-    sustain = range(th.sustain_minutes)
     cgroup_on = q.on("cgroup")
     nameable = "|".join(NAMEABLE_CULPRIT_KINDS)
 
@@ -186,39 +174,32 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
     label_copies = expr_culprit_labels(
         f"topk by({q.node}) (1, {R_OVERAGE_SHARE}) >= {num(th.mem_culprit_share)}"
     )
+    usage = R_USAGE.format(w=w)
     return [
         # Signals, for dashboards and alert descriptions.
-        rl(R_PSI_SOME, q.psi_some(0)),
-        rl(R_PSI_FULL, q.psi_full(0)),
-        rl(R_THROTTLE.format(w=w), q.throttle_ratio()),
-        rl(R_THROTTLE_S.format(w=w), f"rate(contention_cpu_cfs_throttled_seconds_total[{w}])"),
-        rl(R_P99, f"histogram_quantile(0.99, rate({M_BUCKET}[1m]))"),
-        rl(R_RUNQ_EVENTS, f"rate({M_COUNT}[1m])"),
+        rl(R_PSI_SOME, q.psi_some()),
+        rl(R_PSI_FULL, q.psi_full()),
+        rl(R_THROTTLE.format(w=w), pq.throttle_ratio(w)),
+        rl(R_THROTTLE_S.format(w=w), pq.rate(pq.THROTTLED_SECONDS, w)),
+        rl(R_P99, pq.runq_p99("1m")),
+        rl(R_RUNQ_EVENTS, pq.rate(pq.RUNQ_COUNT, "1m")),
         # Matched on every label, not on(cgroup): while the API names a new pod, a
         # cgroup has two label sets in the range, and a one-to-one on(cgroup) match
         # would fail the whole rule. The two counters always carry the same labels.
-        rl(
-            R_USAGE.format(w=w),
-            f"rate(contention_cpu_usage_seconds_total[{w}])\n/\n"
-            f"rate(contention_sampled_seconds_total[{w}])",
-        ),
+        rl(usage, pq.usage_cores(w)),
         rl(
             R_USAGE_OVER_REQ.format(w=w),
-            f"{R_USAGE.format(w=w)} / {cgroup_on} group_left() contention_cpu_request_cores",
+            f"{usage} / {cgroup_on} group_left() {pq.CPU_REQUEST}",
         ),
-        rl(R_MEM_SOME, q.rate1("contention_memory_pressure_waiting_seconds_total", 0)),
-        rl(R_MEM_FULL, q.rate1("contention_memory_pressure_stalled_seconds_total", 0)),
-        rl(
-            R_REFAULTS,
-            f"sum without(type) ({q.rate1('contention_memory_workingset_refaults_total', 0)})",
-        ),
-        rl(R_NODE_MEM_SOME, q.rate1("contention_node_memory_pressure_waiting_seconds_total", 0)),
+        rl(R_MEM_SOME, pq.rate(pq.MEM_SOME, "1m")),
+        rl(R_MEM_FULL, pq.rate(pq.MEM_FULL, "1m")),
+        rl(R_REFAULTS, pq.refaults("1m")),
+        rl(R_NODE_MEM_SOME, pq.rate(pq.NODE_MEM_SOME, "1m")),
         # Memory beyond request (all of it without a request) and its share of the node's.
         rl(
             R_OVERAGE,
-            f"clamp_min(contention_memory_working_set_bytes - {cgroup_on} group_left()"
-            f" contention_memory_request_bytes, 0)\nor\n(contention_memory_working_set_bytes"
-            f" unless {cgroup_on} contention_memory_request_bytes)",
+            f"clamp_min({pq.WORKING_SET} - {cgroup_on} group_left() {pq.MEM_REQUEST}, 0)"
+            f"\nor\n({pq.WORKING_SET} unless {cgroup_on} {pq.MEM_REQUEST})",
         ),
         rl(
             R_OVERAGE_SHARE,
@@ -228,14 +209,18 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
         # Victims old enough to judge: watched since the start of the sustain minutes.
         # Joined on every label: the per-minute rates are per series, so a cgroup whose
         # labels changed (the API named its pod) has a young series to wait for.
-        rl(
-            R_WATCHED,
-            _flag(f"contention_sampled_seconds_total offset {th.sustain_minutes}m"),
-        ),
-        # Decisions (value 1), seed 000's gating, one term per sustain minute.
+        rl(R_WATCHED, _flag(f"{pq.SAMPLED} offset {th.sustain_minutes}m")),
+        # Each minute's flags, recorded once (read back below with offset).
+        rl(R_RUNQ_SLOW_1M, _flag(q.runq_slow(th.runq_bound_s, 0))),
+        rl(R_RUNQ_CRIT_1M, _flag(q.runq_slow(th.critical_runq_bound_s, 0))),
+        rl(R_CPU_STALLED_1M, _flag(q.cpu_stalled())),
+        rl(R_MEM_STALLED_1M, _flag(q.mem_stalled())),
+        rl(R_LIMIT_HITS_1M, _flag(q.limit_hits())),
+        rl(R_NODE_MEM_1M, _flag(q.node_mem())),
+        # Decisions (value 1), docs/findings.md's gating, one term per sustain minute.
         rl(
             R_CPU_STALLED,
-            _flag(_and_minutes([q.cpu_stalled(k) for k in sustain])) + f"\nand {R_WATCHED}",
+            _flag(q.each_sustain_minute(R_CPU_STALLED_1M + "{off}")) + f"\nand {R_WATCHED}",
         ),
         rl(
             R_CPU_VICTIM,
@@ -244,35 +229,25 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
         ),
         rl(
             R_CPU_CRIT,
-            _flag(
-                f"({q.psi_full(0)} >= {num(th.critical_cpu_full)})"
-                f" or {q.runq_slow(th.critical_runq_bound_s, 0)}"
-            ),
+            _flag(f"({q.psi_full()} >= {num(th.critical_cpu_full)}) or {R_RUNQ_CRIT_1M}"),
         ),
-        rl(
-            R_CPU_BOTH,
-            _flag(
-                f"({q.psi_some(0)} >= {num(th.stall_some)})"
-                f" and {q.runq_slow(th.runq_bound_s, 0)}"
-            ),
-        ),
+        rl(R_CPU_BOTH, _flag(f"({q.psi_some()} >= {num(th.stall_some)}) and {R_RUNQ_SLOW_1M}")),
         rl(
             R_BLAME_CULPRIT,
-            f'(contention_blame_share{{culprit_kind=~"{nameable}"}} >= {num(th.blame_share)})\n'
+            f'({pq.BLAME_SHARE}{{culprit_kind=~"{nameable}"}} >= {num(th.blame_share)})\n'
             # never the victim itself: drop rows whose culprit_cgroup equals their cgroup
             f"unless {q.on('cgroup', 'culprit_cgroup')}\n"
-            'label_replace(contention_cpu_usage_seconds_total, "culprit_cgroup", "$1", "cgroup",'
-            ' "(.*)")\n'
+            f'label_replace({pq.USAGE}, "culprit_cgroup", "$1", "cgroup", "(.*)")\n'
             # a culprit at or below its own request is entitled to the CPU
             f"unless {q.on('culprit_cgroup')}\n"
-            f"label_replace({R_USAGE.format(w=w)} <= {cgroup_on} group_left()"
-            ' contention_cpu_request_cores, "culprit_cgroup", "$1", "cgroup", "(.*)")',
+            f"label_replace({usage} <= {cgroup_on} group_left()"
+            f' {pq.CPU_REQUEST}, "culprit_cgroup", "$1", "cgroup", "(.*)")',
         ),
         rl(
             R_MEM_PRESSURE,
             _flag(
-                _and_minutes(
-                    [f"({q.mem_stalled(k)}) and {q.on()} {q.node_mem(k)}" for k in sustain]
+                q.each_sustain_minute(
+                    f"{R_MEM_STALLED_1M}{{off}} and {q.on()} {R_NODE_MEM_1M}{{off}}"
                 )
             )
             + f"\nand {R_WATCHED}",
@@ -280,23 +255,14 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
         rl(
             R_MEM_THRASH,
             _flag(
-                _and_minutes(
-                    [
-                        f"(({q.mem_stalled(k)}) and {q.limit_hits(k)}) unless {q.on()} "
-                        f"{q.node_mem(k)}"
-                        for k in sustain
-                    ]
+                q.each_sustain_minute(
+                    f"({R_MEM_STALLED_1M}{{off}} and {R_LIMIT_HITS_1M}{{off}})"
+                    f" unless {q.on()} {R_NODE_MEM_1M}{{off}}"
                 )
             )
             + f"\nand {R_WATCHED}",
         ),
-        rl(
-            R_MEM_CRIT,
-            _flag(
-                f"{q.rate1('contention_memory_pressure_stalled_seconds_total', 0)}"
-                f" >= {num(th.critical_mem_full)}"
-            ),
-        ),
+        rl(R_MEM_CRIT, _flag(f"{pq.rate(pq.MEM_FULL, '1m')} >= {num(th.critical_mem_full)}")),
     ]
 
 
@@ -384,7 +350,7 @@ def runbook_anchor(kind: Kind) -> str:
 
 
 def alert_rules(th: Thresholds) -> list[dict[str, Any]]:
-    q = Q(th)
+    q = RuleTerms(th)
     on_v = q.on("cgroup")
     desc = descriptions(th)
     mem_labels = "culprit_cgroup, culprit_namespace, culprit_pod, culprit_container"
@@ -437,12 +403,21 @@ def alert_rules(th: Thresholds) -> list[dict[str, Any]]:
 
 DEFAULT_INTERVAL = "1m"
 _DURATION = re.compile(r"^([0-9]+(ms|s|m|h))+$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 
 
 def check_interval(interval: str) -> str:
-    """A Prometheus duration for the group's ``interval`` (ValueError otherwise)."""
+    """A Prometheus duration for the group's ``interval`` that divides a minute: each
+    minute's recorded flags are read back ``offset 1m``, which finds the evaluation a
+    minute earlier only if there was one (ValueError otherwise)."""
     if not _DURATION.match(interval) or not any(c in "123456789" for c in interval):
         raise ValueError(f"interval {interval!r} is not a Prometheus duration like 30s or 1m")
+    ms = sum(int(n) * _UNIT_MS[u] for n, u in re.findall(r"([0-9]+)(ms|s|m|h)", interval))
+    if 60_000 % ms:
+        raise ValueError(
+            f"interval {interval!r} must divide 1m (e.g. 15s, 20s, 30s, 1m): the rules "
+            "read each minute's recorded flags back a minute later"
+        )
     return interval
 
 

@@ -16,7 +16,6 @@ import yaml
 
 pytest.importorskip("grafana_foundation_sdk")
 
-from exporter.dashboards.promql import named, named_culprit  # noqa: E402
 from exporter.dashboards.render import (  # noqa: E402
     DEPLOY_DIR,
     JSON_DIR,
@@ -24,6 +23,7 @@ from exporter.dashboards.render import (  # noqa: E402
     dashboard_models,
     render_all,
 )
+from exporter.dashboards.selectors import named, named_culprit  # noqa: E402
 from exporter.dashboards.shared import DRILLDOWN_UID, OVERVIEW_UID  # noqa: E402
 from exporter.findings.thresholds import Thresholds, from_mapping, load_thresholds  # noqa: E402
 from exporter.rules.generator import recording_rules  # noqa: E402

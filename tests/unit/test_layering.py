@@ -178,3 +178,16 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
     assert got == {"exporter.sampler", "exporter.agent", "exporter.commands.run"}
     assert layer("exporter.sampler.loop") == 5
     assert layer("exporter.commands.run") == len(LAYERS) - 1
+
+
+def test_rules_and_dashboards_share_promql_not_each_other() -> None:
+    """Every PromQL fact both need lives in exporter.promql: neither generator imports
+    the other."""
+    crossing = [
+        f"{m} imports {t}"
+        for m, targets in GRAPH.items()
+        for t in targets
+        if (m.startswith("exporter.dashboards") and t.startswith("exporter.rules"))
+        or (m.startswith("exporter.rules") and t.startswith("exporter.dashboards"))
+    ]
+    assert not crossing, "\n".join(crossing)

@@ -14,7 +14,15 @@ from exporter.findings import load_thresholds
 from exporter.findings.model import Kind
 from exporter.findings.thresholds import Thresholds, from_mapping
 from exporter.rules import promtool as promtool_wrapper
-from exporter.rules.generator import ALERT_NAMES, MANIFEST, RULE_FILE, render_files, rule_groups
+from exporter.rules.generator import (
+    ALERT_NAMES,
+    MANIFEST,
+    R_USAGE,
+    R_USAGE_OVER_REQ,
+    RULE_FILE,
+    render_files,
+    rule_groups,
+)
 from tests.support import promtool_tests as pt
 from tests.support.corpus import load_corpus
 from tests.support.promtool_tests import SCENARIOS, TEST_FILE
@@ -224,6 +232,34 @@ def test_rules_interval_option(tmp_path: Path, capsys: pytest.CaptureFixture[str
         with pytest.raises(SystemExit):
             _rules_cli("rules", "print", "rules", "--interval", bad)
         assert "not a Prometheus duration" in capsys.readouterr().err
+    for bad in ("45s", "2m", "7s"):  # flags are read back a minute later: must divide 1m
+        with pytest.raises(SystemExit):
+            _rules_cli("rules", "print", "rules", "--interval", bad)
+        assert "must divide 1m" in capsys.readouterr().err
+
+
+def test_each_minute_is_recorded_once_and_read_back(rules: list[dict[str, Any]]) -> None:
+    """The sustained decisions read the recorded per-minute flags (now, and offset for
+    the earlier minutes) instead of repeating the per-minute PromQL for every minute."""
+    by_name = {r["record"]: r["expr"] for r in rules if "record" in r}
+    for sustained in (
+        "cgroup:contention_cpu_stalled:sustained",
+        "cgroup:contention_memory_pressure:sustained",
+        "cgroup:contention_memory_limit_thrash:sustained",
+    ):
+        expr = by_name[sustained]
+        assert "rate(" not in expr and "offset 1m" in expr, expr
+        assert len(expr) < 500, expr
+    assert (
+        "cgroup:contention_cpu_stalled:rate1m offset 1m"
+        in by_name["cgroup:contention_cpu_stalled:sustained"]
+    )
+
+
+def test_derived_literals_say_where_they_come_from() -> None:
+    text = (ROOT / RULE_FILE).read_text()
+    assert ">= 1000 / 60" in text  # refaultPerMin per second
+    assert "16.66" not in text
 
 
 def test_rules_print_config(capsys: pytest.CaptureFixture[str]) -> None:
@@ -274,8 +310,8 @@ def test_a_cgroup_renamed_mid_window_keeps_the_rules_working(
         {"series": f"contention_cpu_usage_seconds_total{{{named}}}", "values": usage_a},
         {"series": f"contention_cpu_request_cores{{{named}}}", "values": "_x2 1x6"},
     ]
-    usage = f"cgroup:contention_cpu_usage:rate{th.window_minutes}m"
-    over = f"cgroup:contention_cpu_usage_over_request:ratio_rate{th.window_minutes}m"
+    usage = R_USAGE.format(w=f"{th.window_minutes}m")
+    over = R_USAGE_OVER_REQ.format(w=f"{th.window_minutes}m")
     doc = {
         "rule_files": ["rules.yaml"],
         "evaluation_interval": "1m",

@@ -1,4 +1,6 @@
-"""PromQL building blocks shared by both dashboards (plain strings, no Grafana SDK).
+"""Selectors, joins and names both dashboards use (plain strings, no Grafana SDK).
+
+The PromQL facts the dashboards share with the rules are in ``exporter.promql``.
 
 Two node modes must work with the same queries:
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import promql as pq
 from ..findings.thresholds import Thresholds
 from ..probe.culprit import CULPRIT_LABELS
 
@@ -39,7 +42,7 @@ FINDING_ONLY_LABELS = ("kind", "severity", *CULPRIT_LABELS)
 
 
 @dataclass(frozen=True, slots=True)
-class Q:
+class Selectors:
     """Selectors and joins for one threshold config."""
 
     th: Thresholds
@@ -51,10 +54,10 @@ class Q:
 
     def on(self, *extra: str) -> str:
         """``on(<node labels>, extra...)``: how series of one exporter are joined."""
-        return f"on({', '.join((*self.th.node_labels, *extra))})"
+        return pq.on(self.th.node_labels, *extra)
 
     def by(self, *extra: str) -> str:
-        return f"by({', '.join((*self.th.node_labels, *extra))})"
+        return pq.by(self.th.node_labels, *extra)
 
     @property
     def node(self) -> str:
@@ -78,15 +81,6 @@ class Q:
     def window(self) -> str:
         """The findings window as a range (``5m``), as the alerts use it."""
         return f"{self.th.window_minutes}m"
-
-
-def sel(metric: str, matchers: str, extra: str = "") -> str:
-    inner = ", ".join(m for m in (matchers, extra) if m)
-    return f"{metric}{{{inner}}}"
-
-
-def rate(metric: str, matchers: str, window: str = RATE) -> str:
-    return f"rate({sel(metric, matchers)}[{window}])"
 
 
 def named(expr: str, label: str = "victim") -> str:

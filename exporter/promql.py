@@ -1,0 +1,95 @@
+"""PromQL facts the rule pack and the dashboards share, each written once.
+
+Plain strings, no Grafana SDK: the metric names both read, how a selector, a rate or a
+join is written, and the expressions both show (the throttle ratio, the run-queue
+p99, refaults per second). The rules (``exporter.rules``) build their decisions from
+these; the dashboards (``exporter.dashboards``) draw the same numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+# The exported series both read (docs/metrics.md).
+USAGE = "contention_cpu_usage_seconds_total"
+SAMPLED = "contention_sampled_seconds_total"
+CPU_REQUEST = "contention_cpu_request_cores"
+PERIODS = "contention_cpu_cfs_periods_total"
+THROTTLED_PERIODS = "contention_cpu_cfs_throttled_periods_total"
+THROTTLED_SECONDS = "contention_cpu_cfs_throttled_seconds_total"
+CPU_SOME = "contention_cpu_pressure_waiting_seconds_total"
+CPU_FULL = "contention_cpu_pressure_stalled_seconds_total"
+MEM_SOME = "contention_memory_pressure_waiting_seconds_total"
+MEM_FULL = "contention_memory_pressure_stalled_seconds_total"
+NODE_MEM_SOME = "contention_node_memory_pressure_waiting_seconds_total"
+REFAULTS = "contention_memory_workingset_refaults_total"
+MEM_EVENTS = "contention_memory_events_total"
+WORKING_SET = "contention_memory_working_set_bytes"
+MEM_REQUEST = "contention_memory_request_bytes"
+RUNQ_BUCKET = "contention_runqueue_latency_seconds_bucket"
+RUNQ_COUNT = "contention_runqueue_latency_seconds_count"
+BLAME_SHARE = "contention_blame_share"
+FINDING = "contention_finding"
+
+
+def num(x: float) -> str:
+    """A float literal PromQL parses to the same double."""
+    if float(x).is_integer():
+        return str(int(x))
+    return repr(float(x))
+
+
+def per_second(per_minute: float) -> str:
+    """A per-minute threshold as the per-second literal a ``rate()`` is compared with,
+    written as the division (``1000 / 60``) so the number says where it comes from.
+    PromQL computes it in float64, exactly like Python's ``per_minute / 60``."""
+    return f"{num(per_minute)} / 60"
+
+
+def sel(metric: str, *matchers: str) -> str:
+    """``metric{matchers}`` (no braces without matchers)."""
+    inner = ", ".join(m for m in matchers if m)
+    return f"{metric}{{{inner}}}" if inner else metric
+
+
+def offset(k: int) -> str:
+    return f" offset {k}m" if k else ""
+
+
+def rate(metric: str, window: str, *matchers: str, k: int = 0) -> str:
+    """``rate(metric{matchers}[window] offset km)``: minute ``-k`` when window is 1m."""
+    return f"rate({sel(metric, *matchers)}[{window}]{offset(k)})"
+
+
+def on(labels: Iterable[str], *extra: str) -> str:
+    """``on(<node labels>, extra...)``: how series of one exporter are joined."""
+    return f"on({', '.join((*labels, *extra))})"
+
+
+def by(labels: Iterable[str], *extra: str) -> str:
+    return f"by({', '.join((*labels, *extra))})"
+
+
+def throttle_ratio(window: str, *matchers: str) -> str:
+    """Throttled CFS periods / periods (the ratio of the CPUThrottlingHigh alert)."""
+    return f"{rate(THROTTLED_PERIODS, window, *matchers)} / {rate(PERIODS, window, *matchers)}"
+
+
+def runq_p99(window: str = "1m", *matchers: str) -> str:
+    """Per-victim run-queue p99 from the histogram."""
+    return f"histogram_quantile(0.99, {rate(RUNQ_BUCKET, window, *matchers)})"
+
+
+def runq_events_per_minute(*matchers: str, k: int = 0) -> str:
+    return f"{rate(RUNQ_COUNT, '1m', *matchers, k=k)} * 60"
+
+
+def refaults(window: str, *matchers: str, k: int = 0) -> str:
+    """Workingset refaults per second, anonymous and file together."""
+    return f"sum without(type) ({rate(REFAULTS, window, *matchers, k=k)})"
+
+
+def usage_cores(window: str) -> str:
+    """CPU cores used over the part of ``window`` the cgroup was watched: a cgroup
+    younger than the window is not understated (docs/findings.md#young-series)."""
+    return f"{rate(USAGE, window)}\n/\n{rate(SAMPLED, window)}"
