@@ -329,7 +329,7 @@ def summarize(sub: Subject, window: float) -> dict[str, Any]:
 # --- the run -----------------------------------------------------------------------------
 
 
-def run(duration: float, warmup: float, scrape_every: float) -> dict[str, Any]:
+def run(duration: float, warmup: float, scrape_every: float) -> dict[str, Any]:  # noqa: C901 - one measurement, step by step
     ksrc, why = find_kernel_source(None)
     env = dict(os.environ)
     if ksrc:

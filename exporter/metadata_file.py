@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -33,17 +34,6 @@ from .identity import HostIdentityResolver, Identity, IdentityResolver
 from .quantity import cpu_cores, memory_bytes
 
 log = logging.getLogger(__name__)
-
-_KEYS = {
-    "namespace",
-    "pod",
-    "container",
-    "cpu_request",
-    "cpu_limit",
-    "memory_request",
-    "memory_limit",
-    "opted_out",
-}
 
 
 class MetadataFileError(ValueError):
@@ -64,32 +54,38 @@ def parse_metadata(doc: Any, source: str) -> dict[str, dict[str, Any]]:
         where = f"{source}: cgroups[{path!r}]"
         if not isinstance(path, str) or not path.startswith("/"):
             raise MetadataFileError(f"{where}: a cgroup path must start with '/'")
-        if not isinstance(entry, dict):
-            raise MetadataFileError(f"{where}: expected a mapping")
-        unknown = set(entry) - _KEYS
-        if unknown:
-            raise MetadataFileError(
-                f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(_KEYS)}"
-            )
-        parsed: dict[str, Any] = {}
-        try:
-            for k in ("namespace", "pod", "container"):
-                if k in entry:
-                    parsed[k] = str(entry[k])
-            if "cpu_request" in entry:
-                parsed["cpu_request_cores"] = cpu_cores(entry["cpu_request"])
-            if "cpu_limit" in entry:
-                parsed["cpu_limit_cores"] = cpu_cores(entry["cpu_limit"])
-            if "memory_request" in entry:
-                parsed["memory_request_bytes"] = memory_bytes(entry["memory_request"])
-            if "memory_limit" in entry:
-                parsed["memory_limit_bytes"] = memory_bytes(entry["memory_limit"])
-            if "opted_out" in entry:
-                parsed["opted_out"] = bool(entry["opted_out"])
-        except ValueError as e:
-            raise MetadataFileError(f"{where}: {e}") from None
-        out[path] = parsed
+        out[path] = _parse_entry(entry, where)
     return out
+
+
+# key in the file -> (Identity field, parser)
+_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "namespace": ("namespace", str),
+    "pod": ("pod", str),
+    "container": ("container", str),
+    "cpu_request": ("cpu_request_cores", cpu_cores),
+    "cpu_limit": ("cpu_limit_cores", cpu_cores),
+    "memory_request": ("memory_request_bytes", memory_bytes),
+    "memory_limit": ("memory_limit_bytes", memory_bytes),
+    "opted_out": ("opted_out", bool),
+}
+
+
+_KEYS = set(_FIELDS)
+
+
+def _parse_entry(entry: Any, where: str) -> dict[str, Any]:
+    if not isinstance(entry, dict):
+        raise MetadataFileError(f"{where}: expected a mapping")
+    unknown = set(entry) - _KEYS
+    if unknown:
+        raise MetadataFileError(
+            f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(_KEYS)}"
+        )
+    try:
+        return {_FIELDS[k][0]: _FIELDS[k][1](v) for k, v in entry.items()}
+    except ValueError as e:
+        raise MetadataFileError(f"{where}: {e}") from None
 
 
 class FileIdentityResolver:

@@ -127,6 +127,21 @@ def _classify_k8s(parts: list[str]) -> tuple[CgroupKind, K8sCgroup] | None:
     return None
 
 
+def _classify_engine(parts: list[str]) -> K8sCgroup | None:
+    """A docker or podman container outside Kubernetes (systemd or cgroupfs driver)."""
+    leaf = parts[-1]
+    sm = _SCOPE.match(leaf)
+    if sm is not None and sm.group(1) in ("docker", "libpod"):
+        runtime = "docker" if sm.group(1) == "docker" else "podman"
+        return K8sCgroup("", sm.group(2), runtime, "", "systemd")
+    if len(parts) == 2 and parts[0] == "docker" and _BARE_ID.match(leaf):
+        return K8sCgroup("", leaf, "docker", "", "cgroupfs")
+    lm = _LIBPOD_CGROUPFS.match(leaf)
+    if len(parts) == 2 and parts[0] == "libpod_parent" and lm is not None:
+        return K8sCgroup("", lm.group(1), "podman", "", "cgroupfs")
+    return None
+
+
 def classify(path: str) -> tuple[CgroupKind, K8sCgroup | None]:
     """What a cgroup is, from its path relative to the cgroup2 root (``/a/b``)."""
     if path in ("", "/"):
@@ -140,15 +155,9 @@ def classify(path: str) -> tuple[CgroupKind, K8sCgroup | None]:
     if parts in (["docker"], ["libpod_parent"]):
         return CgroupKind.SLICE, None  # docker's / podman's parent with cgroupfs
     leaf = parts[-1]
-    sm = _SCOPE.match(leaf)
-    if sm is not None and sm.group(1) in ("docker", "libpod"):
-        runtime = "docker" if sm.group(1) == "docker" else "podman"
-        return CgroupKind.CONTAINER, K8sCgroup("", sm.group(2), runtime, "", "systemd")
-    if len(parts) == 2 and parts[0] == "docker" and _BARE_ID.match(leaf):
-        return CgroupKind.CONTAINER, K8sCgroup("", leaf, "docker", "", "cgroupfs")
-    lm = _LIBPOD_CGROUPFS.match(leaf)
-    if len(parts) == 2 and parts[0] == "libpod_parent" and lm is not None:
-        return CgroupKind.CONTAINER, K8sCgroup("", lm.group(1), "podman", "", "cgroupfs")
+    engine = _classify_engine(parts)
+    if engine is not None:
+        return CgroupKind.CONTAINER, engine
     if parts[0] == "system.slice" or path == "/init.scope":
         if _UNIT.search(leaf):
             return CgroupKind.SYSTEM, None

@@ -14,6 +14,12 @@ from .node import FROM_PASS, add_pressure, pressure_families
 LABELS = list(IDENTITY_LABELS)
 
 
+def _put(fam: GaugeMetricFamily | CounterMetricFamily, labels: list[str], v: float | None) -> None:
+    """A series only when the kernel reported the value: absent, never 0, for unknown."""
+    if v is not None:
+        fam.add_metric(labels, v)
+
+
 def container_labels(c: ContainerSample) -> list[str]:
     i = c.identity
     return [i.cgroup, i.namespace, i.pod, i.container]
@@ -132,38 +138,25 @@ def container_families(snap: Snapshot) -> Iterator[Metric]:
     )
     for c in snap.containers:
         lv = container_labels(c)
-        i = c.identity
-        r = c.reading
+        i, r = c.identity, c.reading
         info.add_metric([*lv, i.kind.value, str(c.cgroup_id), i.qos, i.pod_uid, i.container_id], 1)
         sampled.add_metric(lv, c.sampled_s)
-        if r.cpu_stat is not None:
-            usage.add_metric(lv, r.cpu_stat.usage_usec / 1e6)
-        if c.cpu_limit_cores is not None:
-            limit.add_metric(lv, c.cpu_limit_cores)
-        if i.cpu_request_cores is not None:
-            request.add_metric(lv, i.cpu_request_cores)
+        _put(usage, lv, r.cpu_stat.usage_usec / 1e6 if r.cpu_stat is not None else None)
+        _put(limit, lv, c.cpu_limit_cores)
+        _put(request, lv, i.cpu_request_cores)
         cpu_ent.add_metric([*lv, c.cpu_entitlement.basis], c.cpu_entitlement.value)
-        if r.cpu_weight is not None:
-            weight.add_metric(lv, r.cpu_weight)
-        if c.periods is not None:
-            periods.add_metric(lv, c.periods)
-        if c.throttled_periods is not None:
-            throttled.add_metric(lv, c.throttled_periods)
-        if c.throttled_usec is not None:
-            throttled_s.add_metric(lv, c.throttled_usec / 1e6)
+        _put(weight, lv, r.cpu_weight)
+        _put(periods, lv, c.periods)
+        _put(throttled, lv, c.throttled_periods)
+        _put(throttled_s, lv, c.throttled_usec / 1e6 if c.throttled_usec is not None else None)
         add_pressure(cpu_p, lv, r.cpu_pressure)
         add_pressure(mem_p, lv, r.memory_pressure)
         add_pressure(io_p, lv, r.io_pressure)
-        if r.memory_current is not None:
-            mem_usage.add_metric(lv, r.memory_current)
-        if c.working_set_bytes is not None:
-            ws.add_metric(lv, c.working_set_bytes)
-        if c.memory_limit_bytes is not None:
-            mem_limit.add_metric(lv, c.memory_limit_bytes)
-        if r.memory_high is not None:
-            mem_high.add_metric(lv, r.memory_high)
-        if i.memory_request_bytes is not None:
-            mem_request.add_metric(lv, i.memory_request_bytes)
+        _put(mem_usage, lv, r.memory_current)
+        _put(ws, lv, c.working_set_bytes)
+        _put(mem_limit, lv, c.memory_limit_bytes)
+        _put(mem_high, lv, r.memory_high)
+        _put(mem_request, lv, i.memory_request_bytes)
         if r.memory_current is not None or r.memory_max is not None:
             mem_ent.add_metric([*lv, c.memory_entitlement.basis], c.memory_entitlement.value)
         if r.memory_stat is not None:

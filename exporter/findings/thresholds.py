@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
@@ -128,37 +129,41 @@ def _coerce(key: str, field: str, value: Any, source: str) -> Any:
         return ThresholdsError(f"{source}: {key}: {why} (got {value!r})")
 
     if field == "node_labels":
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, list) or not value:
-            raise bad("must be a non-empty list of label names")
-        for v in value:
-            if not isinstance(v, str) or not _LABEL.match(v):
-                raise bad(f"{v!r} is not a valid Prometheus label name")
-        return tuple(value)
+        return _label_names(value, bad)
     if field == "runbook_url":
         if not isinstance(value, str) or not value:
             raise bad("must be a non-empty string")
         return value.rstrip("#")
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise bad("must be a number")
-    if field in ("window_minutes", "sustain_minutes", "min_runq_events"):
+    if field in _WHOLE:
         if value != int(value):
             raise bad("must be a whole number")
-        value = int(value)
-        if value < (0 if field == "min_runq_events" else 1):
+        if int(value) < (0 if field == "min_runq_events" else 1):
             raise bad("too small")
-        return value
+        return int(value)
     value = float(value)
     if not math.isfinite(value):
         raise bad("must be finite")
-    if field in _RATIOS:
-        if not 0.0 < value <= 1.0:
-            raise bad("must be a fraction in (0, 1], e.g. 0.25 for 25%")
-        return value
+    if field in _RATIOS and not 0.0 < value <= 1.0:
+        raise bad("must be a fraction in (0, 1], e.g. 0.25 for 25%")
     if value <= 0:
         raise bad("must be > 0")
     return value
+
+
+_WHOLE = ("window_minutes", "sustain_minutes", "min_runq_events")
+
+
+def _label_names(value: Any, bad: Callable[[str], ThresholdsError]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise bad("must be a non-empty list of label names")
+    for v in value:
+        if not isinstance(v, str) or not _LABEL.match(v):
+            raise bad(f"{v!r} is not a valid Prometheus label name")
+    return tuple(value)
 
 
 def load_thresholds(path: str | Path | None = None) -> Thresholds:

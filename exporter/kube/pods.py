@@ -152,14 +152,10 @@ def derive_qos(spec: Mapping[str, Any]) -> str:
     return "burstable" if any_set else "besteffort"
 
 
-def parse_pod(obj: Mapping[str, Any]) -> PodMeta:
-    """Reduce one pod object (as JSON) to :class:`PodMeta`. Tolerates missing fields."""
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    annotations = meta.get("annotations") or {}
-
-    applied: dict[str, Any] = {}  # container name -> resources reported in status
+def _statuses(status: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str], set[str]]:
+    """From the container statuses: resources applied (by container name), container
+    ids (current and last terminated, id -> name), names with a running container."""
+    applied: dict[str, Any] = {}
     ids: dict[str, str] = {}
     running_named: set[str] = set()
     for key in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"):
@@ -177,7 +173,17 @@ def parse_pod(obj: Mapping[str, Any]) -> PodMeta:
                     running_named.add(name)
             if cs.get("resources"):
                 applied[name] = cs.get("resources")
+    return applied, ids, running_named
 
+
+def parse_pod(obj: Mapping[str, Any]) -> PodMeta:
+    """Reduce one pod object (as JSON) to :class:`PodMeta`. Tolerates missing fields."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    annotations = meta.get("annotations") or {}
+
+    applied, ids, running_named = _statuses(status)
     containers: dict[str, ContainerMeta] = {}
     regular: list[str] = []
     for key, kind in (

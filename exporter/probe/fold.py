@@ -8,7 +8,7 @@ owner, so a task in ``unit.service/sub`` is counted as (and blamed on)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -77,34 +77,17 @@ class ProbeFolds:
         def own(key: int) -> int:
             return owned.get(key, key)
 
-        for cid in live:
-            fold = current.get(cid)
-            if fold is not None and probe.loaded and fold.runq_buckets is None:
-                # Loaded but no waits yet is "zero", not "not measured".
-                fold.runq_buckets = [0] * RUNQ_SLOTS
-                fold.runq_sum_s = 0.0
-                fold.blame_s = {}
-        for vid, rd in delta.runq.items():
-            fold = current.get(own(vid))
-            if fold is None:
-                continue
-            buckets = fold.runq_buckets
-            if buckets is None:
-                buckets = fold.runq_buckets = [0] * len(rd.counts)
-            for i, n in enumerate(rd.counts):
-                buckets[i] += n
-            fold.runq_sum_s = (fold.runq_sum_s or 0.0) + rd.sum_s
-        for vid, row in delta.blame.items():
-            fold = current.get(own(vid))
-            if fold is None:
-                continue
-            blame = fold.blame_s if fold.blame_s is not None else {}
-            fold.blame_s = blame
-            for key, cell in row.items():
-                k = own(key) if isinstance(key, int) else key
-                blame[k] = blame.get(k, 0.0) + cell.wait_s
+        if probe.loaded:
+            _zero_when_loaded(live, current)
+        _fold_runq(delta, current, own)
+        _fold_blame(delta, current, own)
         if probe.loaded and pass_number % PRUNE_EVERY_PASSES == 0:
             probe.prune(all_ids)
+        self._cumulate(delta, live, own)
+        runq = {cid: h.copy() for cid, h in self._hists.items()}
+        return ProbeSnapshot(status=probe.status, totals=probe.totals(), runq=runq)
+
+    def _cumulate(self, delta: ProbeDelta, live: set[int], own: Callable[[int], int]) -> None:
         hists = self._hists
         for vid, rd in delta.runq.items():
             owner = own(vid)
@@ -116,5 +99,42 @@ class ProbeFolds:
             hist.add(rd)
         for gone in [cid for cid in hists if cid not in live]:
             del hists[gone]
-        runq = {cid: h.copy() for cid, h in hists.items()}
-        return ProbeSnapshot(status=probe.status, totals=probe.totals(), runq=runq)
+
+
+def _zero_when_loaded(live: set[int], current: Mapping[int, MinuteFold]) -> None:
+    """Loaded but no waits yet is "zero", not "not measured"."""
+    for cid in live:
+        fold = current.get(cid)
+        if fold is not None and fold.runq_buckets is None:
+            fold.runq_buckets = [0] * RUNQ_SLOTS
+            fold.runq_sum_s = 0.0
+            fold.blame_s = {}
+
+
+def _fold_runq(
+    delta: ProbeDelta, current: Mapping[int, MinuteFold], own: Callable[[int], int]
+) -> None:
+    for vid, rd in delta.runq.items():
+        fold = current.get(own(vid))
+        if fold is None:
+            continue
+        buckets = fold.runq_buckets
+        if buckets is None:
+            buckets = fold.runq_buckets = [0] * len(rd.counts)
+        for i, n in enumerate(rd.counts):
+            buckets[i] += n
+        fold.runq_sum_s = (fold.runq_sum_s or 0.0) + rd.sum_s
+
+
+def _fold_blame(
+    delta: ProbeDelta, current: Mapping[int, MinuteFold], own: Callable[[int], int]
+) -> None:
+    for vid, row in delta.blame.items():
+        fold = current.get(own(vid))
+        if fold is None:
+            continue
+        blame = fold.blame_s if fold.blame_s is not None else {}
+        fold.blame_s = blame
+        for key, cell in row.items():
+            k = own(key) if isinstance(key, int) else key
+            blame[k] = blame.get(k, 0.0) + cell.wait_s

@@ -258,7 +258,7 @@ class SchedProbe:
             except Exception as e:  # a probe must never take the exporter down
                 return self._fail(REASON_COMPILE_ERROR, f"unexpected: {e!r}")
 
-    def _load(self) -> ProbeStatus:
+    def _load(self) -> ProbeStatus:  # noqa: C901 - one check per reason, in the order to fix them
         if not self.enabled:
             return self._fail(REASON_DISABLED, "the scheduler probe is disabled by configuration")
         if not has_bpf_privilege(self.procfs):

@@ -140,7 +140,7 @@ def _victim_t(labels: dict[str, str]) -> str:
     return labels.get("cgroup", "")
 
 
-def alert_annotations(
+def alert_annotations(  # noqa: C901 - one description per finding kind
     f: Finding, scn: Scenario, t: int, th: Thresholds, labels: dict[str, str]
 ) -> dict[str, str]:
     name = next(n for n, m in scn.members.items() if m.cgroup_id == f.victim.cgroup_id)

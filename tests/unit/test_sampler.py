@@ -374,7 +374,8 @@ def test_probe_deltas_fold_into_owners(tree: Tree) -> None:
     cw = s.window().containers[ids[victim]]
     (fold,) = cw.folds
     assert fold.runq_buckets is not None and fold.runq_buckets[3] == 20
-    assert fold.blame_s == {
+    assert fold.blame_s is not None
+    assert dict(fold.blame_s) == {
         ids[hog]: pytest.approx(0.3),
         ids[victim]: pytest.approx(0.1),
         CULPRIT_IDLE: pytest.approx(0.05),
