@@ -1,0 +1,98 @@
+"""The command line as a user meets it: help, mistakes, and what each command says."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from exporter.commands import COMMANDS, build_parser, main
+from exporter.commands import demo as demo_command
+from exporter.commands.common import agent_config
+from exporter.probe import ProbeConfig, open_probe
+
+
+def _all_parsers(p: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    out = [p]
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out += _all_parsers(sub)
+    return out
+
+
+def test_top_level_help_shows_the_exporter_flags_and_the_commands(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What `./scripts/run.sh --help` prints: without a command the exporter runs."""
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--web.listen-address", "--sample-interval", "--no-probe", "--kubernetes"):
+        assert flag in out
+    for c in COMMANDS:
+        assert c.name in out
+
+
+def test_a_mistyped_command_names_the_choices(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["finding"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'finding'" in err and "'findings'" in err and "'diagnose'" in err
+
+
+@pytest.mark.parametrize("group", ["rules", "dashboards"])
+def test_a_group_without_its_subcommand_shows_its_usage(
+    group: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([group]) == 2
+    assert "generate" in capsys.readouterr().err
+
+
+def test_help_texts_are_plain_text() -> None:
+    """No reStructuredText in what --help prints (``literal``, :data:`x`...)."""
+    rst = re.compile(r"``|:(data|func|class|meth|mod):`")
+    for p in _all_parsers(build_parser()):
+        texts = [p.description or "", p.epilog or ""]
+        texts += [a.help or "" for a in p._actions]
+        for t in texts:
+            assert not rst.search(t), f"{p.prog}: {t}"
+
+
+def test_flags_become_typed_settings() -> None:
+    args = build_parser().parse_args(
+        ["run", "--no-probe", "--probe.top-k", "5", "--sample-interval", "2"]
+    )
+    cfg = agent_config(args)
+    assert cfg.probe == ProbeConfig(enabled=False, top_k=5)
+    assert cfg.sample_interval == 2.0 and cfg.kube.enabled is False
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--probe.top-k", "0"])
+
+
+def test_no_probe_is_news_not_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    probe = open_probe(ProbeConfig(enabled=False))
+    assert probe.status.reason == "disabled"
+    (rec,) = [r for r in caplog.records if "not loaded" in r.getMessage()]
+    assert rec.levelno == logging.INFO
+
+
+def test_demo_from_an_installed_package_says_it_needs_a_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert demo_command.import_labs_demo(tmp_path) is None  # no labs/ next to it
+    monkeypatch.setattr(demo_command, "checkout_root", lambda: tmp_path)
+    assert main(["demo", "--list"]) == 2
+    assert "needs a source checkout" in capsys.readouterr().err
+
+
+def test_demo_lists_the_labs_from_this_checkout(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "noisy-neighbor" in out and "memory-pressure" in out
