@@ -1,0 +1,59 @@
+# The everyday commands (CONTRIBUTING.md). `./scripts/test.sh` is what CI runs: setup,
+# then everything below. These targets assume the venv exists (`make venv` makes it).
+# Real-kernel targets take the shared kernel lock, like every real-kernel run here.
+
+VENV ?= .venv
+BIN := $(VENV)/bin
+LOCK := flock /tmp/contention-kernel.lock
+UNIT := not kernel and not e2e and not probe
+
+.PHONY: help venv lint fmt types unit generate check-generated kernel e2e bench test
+
+help:
+	@echo "make venv             create .venv with the dev extras (scripts/setup.sh --test)"
+	@echo "make lint             ruff check + ruff format --check + mypy"
+	@echo "make fmt              ruff format and ruff check --fix"
+	@echo "make unit             unit tests on fixture trees (no root, no kernel)"
+	@echo "make generate         regenerate rules, dashboards and the promtool tests"
+	@echo "make check-generated  fail when a generated file is stale (what CI runs)"
+	@echo "make kernel           real-kernel tests (root; under the kernel lock)"
+	@echo "make e2e              end-to-end tests with Prometheus and Alertmanager (root)"
+	@echo "make bench            the benchmarks in bench/ (under the kernel lock)"
+	@echo "make test             the whole suite, as CI runs it (scripts/test.sh)"
+
+venv:
+	bash scripts/setup.sh --test
+
+lint: types
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+types:
+	$(BIN)/mypy
+
+fmt:
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+unit:
+	$(BIN)/pytest -m '$(UNIT)'
+
+generate:
+	$(BIN)/contention-exporter rules generate
+	$(BIN)/contention-exporter dashboards generate
+	$(BIN)/python -m tests.support.promtool_tests
+
+check-generated:
+	bash scripts/check-generated.sh
+
+kernel:
+	$(LOCK) $(BIN)/pytest -m 'kernel or probe' tests/integration
+
+e2e:
+	$(LOCK) $(BIN)/pytest -m e2e tests/e2e
+
+bench:
+	$(LOCK) bash bench/run.sh
+
+test:
+	$(LOCK) bash scripts/test.sh
