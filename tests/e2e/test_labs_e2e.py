@@ -362,8 +362,8 @@ def test_1_lab(e2e: E2E, name: str) -> None:
 
 TRANSIENT_LABELS = ("alertname", "severity", "cgroup", "culprit_cgroup")
 
-# Decay after a lab's workloads stop (see docs/labs.md, "After a lab ends"): seed 000
-# takes the severity and the stall from the latest minutes but the throttled ratio and
+# Decay after a lab's workloads stop (see docs/labs.md, "After a lab ends"): the rules
+# take the severity and the stall from the latest minutes but the throttled ratio and
 # the culprit's usage from the whole window, so while the window still remembers the
 # lab the expected alert can step down a severity, or noisy-neighbor can become
 # cpu-contended once the culprit's usage over the window falls to its request. The

@@ -25,7 +25,7 @@ from labs.scenarios import (
 )
 
 
-def test_kubelet_shares_match_seed_001() -> None:
+def test_kubelet_shares_match_the_kubelet() -> None:
     assert kubelet_shares(0.1) == 102
     assert kubelet_shares(0.8) == 819
     assert kubelet_shares(1.0) == 1024

@@ -340,7 +340,7 @@ def test_threshold_lines_follow_the_config(th: Thresholds) -> None:
     assert got == [0.05, 0.5]
 
 
-def test_default_thresholds_match_the_seed(models: dict[str, dict[str, Any]]) -> None:
+def test_default_thresholds_are_the_documented_ones(models: dict[str, dict[str, Any]]) -> None:
     dd = models[DRILLDOWN_UID]
     assert steps(panel(dd, "Run-queue p99")) == [0.02, 0.2]  # 20 ms / 200 ms
     assert steps(panel(dd, "Throttled periods")) == [0.1, 0.25]

@@ -1,4 +1,4 @@
-"""The threshold config: packaged defaults (seed 000's numbers) and user overrides."""
+"""The threshold config: packaged defaults (docs/configuration.md) and user overrides."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from exporter.findings.thresholds import DEFAULT_KEYS, ThresholdsError, load_thr
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_defaults_are_seed_000() -> None:
+def test_defaults_are_the_documented_ones() -> None:
     th = load_thresholds()
     assert th.window_minutes == 5
     assert th.sustain_minutes == 2
