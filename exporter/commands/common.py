@@ -7,6 +7,8 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from ..agent import AgentConfig
 from ..exposition.published import RENDER_MODES
@@ -20,34 +22,25 @@ from ..probe.status import KERNEL_SOURCE_ORDER
 DEFAULT_PORT = 10366  # outside Prometheus's allocated 9100-9999 range; see README
 
 
-def positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return v
+def _bounded(convert: Callable[[str], float], least: float, strict: bool) -> Callable[[str], Any]:
+    """An argparse type: a number (``convert``) at least ``least`` (above it: strict)."""
+    what = "whole number" if convert is int else "number"
+
+    def parse(text: str) -> Any:
+        try:
+            v = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a {what}: {text!r}") from None
+        if v < least or (strict and v == least):
+            raise argparse.ArgumentTypeError(f"must be {'>' if strict else '>='} {least:g}")
+        return v
+
+    return parse
 
 
-def positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
-    return v
-
-
-def non_negative_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return v
+positive_float = _bounded(float, 0, strict=True)
+positive_int = _bounded(int, 1, strict=False)
+non_negative_float = _bounded(float, 0, strict=False)
 
 
 def add_config_argument(p: argparse._ActionsContainer) -> None:
@@ -175,6 +168,15 @@ def _add_kube_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="keep naming a deleted pod's cgroups for this long while they linger "
         "(default: %(default)s)",
+    )
+
+
+def add_generate_arguments(p: argparse.ArgumentParser) -> None:
+    """What ``rules generate`` and ``dashboards generate`` both take."""
+    add_config_argument(p)
+    p.add_argument("--out-dir", default=".", metavar="DIR", help="repository root (default: .)")
+    p.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 if any file is stale"
     )
 
 

@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .common import add_config_argument, thresholds_or_exit
+from .common import add_generate_arguments, thresholds_or_exit
 from .generated_files import sync
 
 COMMAND = "contention-exporter dashboards generate"
@@ -38,11 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="write dashboards/*.json and deploy/dashboards/",
         description=GENERATE_DESCRIPTION,
     )
-    add_config_argument(g)
-    g.add_argument("--out-dir", default=".", metavar="DIR", help="repository root (default: .)")
-    g.add_argument(
-        "--check", action="store_true", help="write nothing; exit 1 if any file is stale"
-    )
+    add_generate_arguments(g)
     g.set_defaults(handler=cmd_generate)
 
 

@@ -16,7 +16,7 @@ from ..rules.generator import (
     render_rule_file,
 )
 from ..rules.promtool import PromtoolMissing, check_rules
-from .common import add_config_argument, thresholds_or_exit
+from .common import add_config_argument, add_generate_arguments, thresholds_or_exit
 from .generated_files import sync
 
 COMMAND = "contention-exporter rules generate"
@@ -60,11 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="write rules/contention.rules.yaml and deploy/prometheusrule.yaml",
         description=GENERATE_DESCRIPTION,
     )
-    add_config_argument(g)
-    g.add_argument("--out-dir", default=".", metavar="DIR", help="repository root (default: .)")
-    g.add_argument(
-        "--check", action="store_true", help="write nothing; exit 1 if any file is stale"
-    )
+    add_generate_arguments(g)
     g.add_argument(
         "--promtool", action="store_true", help="run promtool check rules on the rule file"
     )
