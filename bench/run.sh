@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run every benchmark in bench/ that exists, one after the other, with the project's
-# venv: sampler_bench.py (issue 2), probe_bench.py (the scheduler probe) and
+# venv: sampler_bench.py (the sampler and the scrape path), probe_bench.py (the scheduler probe) and
 # exporter_overhead.py (the real exporter's CPU and RSS, probe on vs off).
 #
 #   bench/run.sh            tables on stdout

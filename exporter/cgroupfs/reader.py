@@ -1,7 +1,10 @@
 """Read every file of one cgroup, on whichever layout the node has.
 
-This is the only module of the sampling path that does file I/O. It stays free of
-Prometheus and of global paths: it is given the node's facts (roots) and a cgroup path.
+With ``procfs`` (the node's own files), ``discovery`` (the walk) and ``mode`` (what
+the node offers), this package is where a sampler pass reads files; nothing else in
+it does (CONTRIBUTING.md lists the I/O done elsewhere: probe, identity sources,
+thresholds file, HTTP). It stays free of Prometheus and of global paths: it is given
+the node's facts (roots) and a cgroup path.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 2 on the real kernel: the exporter's usage and stall layers on lab cgroups.
+"""The usage and stall layers on the real kernel: the exporter on lab cgroups.
 
 Each test makes its own lab container (a cgroup2 child for PSI and identity plus a v1
 ``cpu`` child for quota and throttling on hybrid nodes), runs bounded busy loops in it,
