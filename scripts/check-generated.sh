@@ -8,4 +8,8 @@ CE="${CONTENTION_VENV:-$ROOT/.venv}/bin/contention-exporter"
 rc=0
 "$CE" rules generate --verify || { echo "stale rules: run 'contention-exporter rules generate'" >&2; rc=1; }
 "$CE" dashboards generate --check || { echo "stale dashboards: run 'contention-exporter dashboards generate'" >&2; rc=1; }
+# The Helm chart's copies of the rules/dashboards and the kustomize base rendered from
+# the chart (needs helm: scripts/setup-kube-tools.sh).
+"${CONTENTION_VENV:-$ROOT/.venv}/bin/python" scripts/generate-deploy.py --check \
+  || { echo "stale chart files or kustomize base: run 'scripts/generate-deploy.py'" >&2; rc=1; }
 exit "$rc"
