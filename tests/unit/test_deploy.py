@@ -1,7 +1,8 @@
 """deploy/: render every variant with `kubectl kustomize`, validate the built-in kinds
-against the Kubernetes schemas (strict) of each supported version, check the CRD
-objects structurally (and the PrometheusRule's groups with promtool), and pin the
-DaemonSet's privileges so they cannot widen silently."""
+against the Kubernetes schemas (strict) of each supported version and the CRD objects
+against the Prometheus Operator's CRD schemas (and the PrometheusRule's groups with
+promtool), and pin the DaemonSet's privileges so they cannot widen silently. The base
+is the Helm chart rendered (test_chart.py compares the two)."""
 
 from __future__ import annotations
 
@@ -14,22 +15,21 @@ from typing import Any
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-DEPLOY = ROOT / "deploy"
+from .manifests import DEPLOY, SUPPORTED, crd_errors, validate_builtin
 
-# Kubernetes minor versions the manifests are validated against (kubernetes-validate's
-# bundled schemas); docs/kubernetes.md states the same range.
-SUPPORTED = [f"1.{m}.0" for m in range(29, 38)]
-VARIANTS = ["base", "no-probe", "legacy-kernel", "secure-metrics"]
-HOST_PATHS = {
-    "/sys/fs/cgroup",
-    "/sys/kernel/btf",
-    "/sys/kernel/tracing",
-    "/lib/modules",
-    "/usr/src",
-}
+VARIANTS = [
+    "base",
+    "no-probe",
+    "bcc",
+    "no-sys-resource",
+    "legacy-kernel",
+    "secure-metrics",
+    "kube-prometheus-stack",
+]
+# The CO-RE probe needs the cgroup tree and BTF; the BCC image also the kernel headers.
+HOST_PATHS = {"/sys/fs/cgroup", "/sys/kernel/btf"}
+BCC_HOST_PATHS = HOST_PATHS | {"/sys/kernel/tracing", "/lib/modules", "/usr/src"}
 PROBE_CAPS = {"BPF", "PERFMON", "SYS_RESOURCE"}
-CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
 
 PLACEHOLDER_RULE = """\
 apiVersion: monitoring.coreos.com/v1
@@ -136,15 +136,17 @@ def test_every_variant_renders(rendered: dict[str, list[dict[str, Any]]]) -> Non
 def test_builtin_kinds_validate_strictly(
     rendered: dict[str, list[dict[str, Any]]], version: str
 ) -> None:
-    kubernetes_validate = pytest.importorskip("kubernetes_validate")
-    for variant, docs in rendered.items():
-        for d in docs:
-            if d["kind"] in CRD_KINDS:
-                continue
-            try:
-                kubernetes_validate.validate(d, version, strict=True)
-            except kubernetes_validate.ValidationError as e:
-                pytest.fail(f"{variant}: {d['kind']}/{d['metadata']['name']} @ {version}: {e}")
+    validate_builtin(rendered, version)
+
+
+def test_operator_objects_match_the_crd_schemas(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    docs = [
+        d for v in rendered.values() for d in v if d["kind"] in ("ServiceMonitor", "PrometheusRule")
+    ]
+    assert len(docs) == 2 * len(VARIANTS)
+    assert crd_errors(docs) == []
 
 
 def test_service_monitor_matches_the_service(rendered: dict[str, list[dict[str, Any]]]) -> None:
@@ -218,6 +220,30 @@ def test_daemonset_security_context(rendered: dict[str, list[dict[str, Any]]]) -
     assert all(m.get("readOnly") is True for m in mounts.values())
     for v in spec["volumes"]:
         assert "hostPath" in v or "emptyDir" in v, v
+    assert c["image"] == "contention-exporter:0.1.0"
+
+
+def test_bcc_variant_mounts_the_kernel_headers_read_only(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    docs = rendered["bcc"]
+    mounts = _host_mounts(docs)
+    assert set(mounts) == BCC_HOST_PATHS
+    assert all(m.get("readOnly") is True for m in mounts.values())
+    assert _exporter(docs)["image"] == "contention-exporter:0.1.0-bcc"
+
+
+def test_no_sys_resource_variant(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    caps = _exporter(rendered["no-sys-resource"])["securityContext"]["capabilities"]
+    assert caps == {"drop": ["ALL"], "add": ["BPF", "PERFMON"]}
+
+
+def test_kube_prometheus_stack_variant_labels_what_the_stack_selects(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    for kind in ("ServiceMonitor", "PrometheusRule"):
+        labels = _one(rendered["kube-prometheus-stack"], kind)["metadata"]["labels"]
+        assert labels["release"] == "kube-prometheus-stack"
 
 
 def test_only_the_legacy_kernel_variant_gets_sys_admin(
@@ -313,25 +339,39 @@ def test_daemonset_scheduling_resources_and_wiring(
 # --- image --------------------------------------------------------------------------------
 
 
-def test_dockerfile_is_bookworm_with_bcc_and_no_toolchain_at_run_time() -> None:
+def test_dockerfile_installs_what_the_reference_build_installs() -> None:
+    """deploy/Dockerfile cannot be built here (no Docker daemon, no base image); it
+    must install the same package lists as scripts/build-image.sh (tests/image builds
+    and checks that image) and no toolchain at run time."""
     text = (DEPLOY / "Dockerfile").read_text()
     stages = text.split("\nFROM ")
     assert len(stages) == 3, "expected a build stage and a runtime stage"
     assert "ARG DEBIAN=bookworm-slim" in text
     runtime = stages[-1]
     assert runtime.startswith("debian:${DEBIAN}")
-    assert "python3-bpfcc" in runtime
-    for tool in ("build-essential", "gcc", "clang ", "make", "python3-pip", "-dev"):
+    assert "COPY deploy/image/packages-${FLAVOR}.txt" in runtime
+    for tool in ("build-essential", "gcc", "clang", "make ", "python3-pip", "-dev"):
         assert tool not in runtime, tool
+    assert "kubernetes/aio" in runtime  # as scripts/build-image.sh leaves it out
     assert "EXPOSE 10366" in runtime
-    assert 'ENTRYPOINT ["contention-exporter"]' in runtime
+    assert 'ENTRYPOINT ["/usr/local/bin/contention-exporter"]' in runtime
     ignore = (DEPLOY / "Dockerfile.dockerignore").read_text()
-    assert "!exporter/" in ignore
+    assert "!exporter/" in ignore and "!deploy/image/" in ignore
+    build = (DEPLOY.parent / "scripts" / "build-image.sh").read_text()
+    assert "deploy/image/packages-$FLAVOR.txt" in build
+    assert "kubernetes/aio" in build
+    core = (DEPLOY / "image" / "packages-core.txt").read_text()
+    assert "bpfcc" not in core and "libbpf1" in core
 
 
 def test_servicemonitor_keeps_the_exporters_own_labels(
     rendered: dict[str, list[dict[str, Any]]],
 ) -> None:
-    """namespace/pod/container name the measured container, not the exporter's pod."""
+    """namespace/pod/container name the measured container, not the exporter's pod;
+    instance (and node) name the node, not the pod's IP, which changes at every rollout."""
     (endpoint,) = _one(rendered["base"], "ServiceMonitor")["spec"]["endpoints"]
     assert endpoint["honorLabels"] is True
+    relabel = {r["targetLabel"]: r for r in endpoint["relabelings"]}
+    for label in ("instance", "node"):
+        assert relabel[label]["sourceLabels"] == ["__meta_kubernetes_pod_node_name"]
+        assert relabel[label]["action"] == "replace"

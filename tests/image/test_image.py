@@ -1,0 +1,194 @@
+"""The container image, built here the way users build it (scripts/build-image.sh:
+mmdebstrap + umoci, Debian's packages and PyPI only) and checked from the outside:
+its OCI config (entrypoint, uid, port), what is inside (the package and its
+dependencies import, libbpf loads, no compiler/LLVM/pip in the CO-RE image, no setuid
+binary, no file capability) and its size.
+
+Not run here: the image under the DaemonSet's security context. Container runtimes
+need a pure cgroup v2 host (docs/kubernetes.md, "Run it under the DaemonSet's
+privileges"); the entrypoint below runs in a plain chroot, with no namespace and no
+cgroup of its own. Needs root (mmdebstrap's root mode, chroot) and Debian's archive;
+about a minute per flavour. Deselect with -m 'not image'.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import tarfile
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.image, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[2]
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+FLAVORS = ("core", "bcc")
+COMPILERS = ("gcc", "cc", "c++", "clang", "ld", "as", "make", "pip", "pip3", "tcc")
+
+
+@dataclass
+class Image:
+    flavor: str
+    tag: str
+    layout: Path
+    rootfs_tar: Path
+    rootfs: Path
+    info: str
+    config: dict[str, object]
+
+
+def _blob(layout: Path, digest: str) -> dict[str, object]:
+    algo, hexd = digest.split(":", 1)
+    data: dict[str, object] = json.loads((layout / "blobs" / algo / hexd).read_text())
+    return data
+
+
+def _config(layout: Path, tag: str) -> dict[str, object]:
+    index = json.loads((layout / "index.json").read_text())
+    (desc,) = [
+        m
+        for m in index["manifests"]
+        if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == tag
+    ]
+    manifest = _blob(layout, desc["digest"])
+    cfg = manifest["config"]
+    assert isinstance(cfg, dict)
+    return _blob(layout, cfg["digest"])
+
+
+@pytest.fixture(scope="module", params=FLAVORS)
+def image(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Image]:
+    if os.geteuid() != 0:
+        pytest.skip("building the image needs root (mmdebstrap root mode, chroot)")
+    flavor = request.param
+    out = tmp_path_factory.mktemp(f"image-{flavor}")
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts/build-image.sh"), "--flavor", flavor, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=840,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    tag = VERSION if flavor == "core" else f"{VERSION}-bcc"
+    assert proc.stdout.strip() == f"{out}/oci:{tag}"
+    bundle = out / "bundle"
+    unpack = subprocess.run(
+        ["umoci", "unpack", "--image", f"{out}/oci:{tag}", str(bundle)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert unpack.returncode == 0, unpack.stderr
+    info = (out / f"build-info-{flavor}.txt").read_text()
+    with request.config.pluginmanager.get_plugin("capturemanager").global_and_fixture_disabled():  # type: ignore[union-attr]
+        print(f"\n[image] {info.split('wheels:')[0].strip()}")
+    yield Image(
+        flavor,
+        tag,
+        out / "oci",
+        out / f"rootfs-{flavor}.tar",
+        bundle / "rootfs",
+        info,
+        _config(out / "oci", tag),
+    )
+    shutil.rmtree(out, ignore_errors=True)
+
+
+def chroot(img: Image, *argv: str) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which("chroot")
+    assert binary is not None
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/root"}
+    return subprocess.run(
+        [binary, str(img.rootfs), *argv], capture_output=True, text=True, timeout=120, env=env
+    )
+
+
+def test_oci_config(image: Image) -> None:
+    cfg = image.config["config"]
+    assert isinstance(cfg, dict)
+    assert cfg["Entrypoint"] == ["/usr/local/bin/contention-exporter"]
+    assert cfg["User"] == "0:0"  # the probe's capabilities only reach uid 0 (docs/kubernetes.md)
+    assert "10366/tcp" in cfg["ExposedPorts"]
+    assert "PYTHONDONTWRITEBYTECODE=1" in cfg["Env"]
+    assert cfg["Labels"]["io.contention-exporter.flavor"] == image.flavor
+    assert image.config["architecture"] == "amd64" and image.config["os"] == "linux"
+    skopeo = shutil.which("skopeo")
+    if skopeo:  # a standard tool reads the layout the same way
+        proc = subprocess.run(
+            [skopeo, "inspect", "--config", f"oci:{image.layout}:{image.tag}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["config"]["Entrypoint"] == cfg["Entrypoint"]
+
+
+def test_entrypoint_runs(image: Image) -> None:
+    help_ = chroot(image, "/usr/local/bin/contention-exporter", "--help")
+    assert help_.returncode == 0, help_.stderr
+    assert "--web.listen-address" not in help_.stdout  # run's flags live under `run --help`
+    run_help = chroot(image, "/usr/local/bin/contention-exporter", "run", "--help")
+    assert run_help.returncode == 0 and "--path.sysfs" in run_help.stdout
+    version = chroot(image, "/usr/local/bin/contention-exporter", "--version")
+    assert version.returncode == 0 and version.stdout.split()[-1] == VERSION
+
+
+def test_the_package_and_its_dependencies_import(image: Image) -> None:
+    code = (
+        "import ctypes, exporter.cli, exporter.kube, kubernetes.client, kubernetes.config, "
+        "kubernetes.watch, prometheus_client, yaml; ctypes.CDLL('libbpf.so.1'); print('ok')"
+    )
+    proc = chroot(image, "python3", "-c", code)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+    bcc = chroot(image, "python3", "-c", "import bcc")
+    if image.flavor == "bcc":
+        assert bcc.returncode == 0, bcc.stderr
+    else:
+        assert bcc.returncode != 0  # the CO-RE image has no BCC
+
+
+def test_no_compiler_pip_or_unused_client_copy(image: Image) -> None:
+    bins = [image.rootfs / d for d in ("usr/bin", "usr/sbin", "usr/local/bin")]
+    for name in COMPILERS:
+        assert not any((d / name).exists() for d in bins), name
+    site = image.rootfs / "usr/local/lib/python3.11/dist-packages"
+    assert (site / "exporter").is_dir()
+    assert not (site / "pip").exists()
+    assert not (site / "kubernetes" / "aio").exists()
+    llvm = list((image.rootfs / "usr/lib").rglob("libLLVM*")) + list(
+        (image.rootfs / "usr/lib").rglob("libclang*")
+    )
+    if image.flavor == "core":
+        assert not llvm, llvm
+    else:
+        assert llvm, "the BCC image compiles the probe with libbcc's LLVM"
+    assert not list(
+        (image.rootfs / "usr/src").glob("linux-headers-*")
+    )  # headers come from the node
+
+
+def test_no_setuid_binary_or_file_capability(image: Image) -> None:
+    with tarfile.open(image.rootfs_tar) as tar:
+        for m in tar:
+            assert not (m.isfile() and m.mode & (stat.S_ISUID | stat.S_ISGID)), m.name
+            assert not any("security.capability" in k for k in m.pax_headers), m.name
+
+
+def test_sizes_are_reported(image: Image) -> None:
+    lines = dict(line.split(": ", 1) for line in image.info.splitlines() if ": " in line)
+    layer = int(lines["layer bytes (compressed)"])
+    rootfs = int(lines["root filesystem bytes (tar)"])
+    assert 0 < layer < rootfs
+    assert rootfs == image.rootfs_tar.stat().st_size
+    assert int(lines["build seconds"]) >= 0

@@ -1,0 +1,407 @@
+"""deploy/helm/contention-exporter: `helm lint`, `helm template` for the defaults and
+each option, strict validation of what it renders (built-in kinds for Kubernetes
+1.29-1.37, the Prometheus Operator's CRD schemas), the chart and the kustomize base
+rendering the same objects, and the thresholds guard (rules and exporter never
+disagree)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .manifests import (
+    CHART,
+    DEPLOY,
+    ROOT,
+    SUPPORTED,
+    Doc,
+    added_caps,
+    crd_errors,
+    exporter_container,
+    host_mounts,
+    load_docs,
+    need,
+    normalized,
+    one,
+    validate_builtin,
+)
+
+RELEASE = NAMESPACE = "contention-exporter"
+# Option -> --set values. Each is also the Helm side of a kustomize component below.
+OPTIONS: dict[str, list[str]] = {
+    "default": [],
+    "probe-off": ["probe.loader=off"],
+    "loader-core": ["probe.loader=core"],
+    "bcc": ["image.flavor=bcc"],
+    "no-sys-resource": ["probe.sysResource=false"],
+    "legacy-kernel": ["probe.legacyKernel=true"],
+    "secure-metrics": ["secureMetrics.enabled=true"],
+    "kube-prometheus-stack": ["monitoring.labels.release=kube-prometheus-stack"],
+    "operator-objects-off": [
+        "serviceMonitor.enabled=false",
+        "prometheusRule.enabled=false",
+        "dashboards.enabled=false",
+    ],
+    "no-kubernetes": ["args.kubernetes=false", "serviceAccount.create=false"],
+    "existing-priority-class": [
+        "priorityClass.create=false",
+        "priorityClass.name=system-node-critical",
+    ],
+}
+# kustomize components -> the chart options that must render the same objects.
+EQUIVALENT: dict[tuple[str, ...], list[str]] = {
+    (): [],
+    ("no-probe",): OPTIONS["probe-off"],
+    ("bcc",): OPTIONS["bcc"],
+    ("no-sys-resource",): OPTIONS["no-sys-resource"],
+    ("legacy-kernel",): OPTIONS["legacy-kernel"],
+    ("secure-metrics",): OPTIONS["secure-metrics"],
+    ("kube-prometheus-stack",): OPTIONS["kube-prometheus-stack"],
+    ("bcc", "secure-metrics", "kube-prometheus-stack"): OPTIONS["bcc"]
+    + OPTIONS["secure-metrics"]
+    + OPTIONS["kube-prometheus-stack"],
+    ("no-probe", "secure-metrics"): OPTIONS["probe-off"] + OPTIONS["secure-metrics"],
+}
+# Objects only the kustomize base has (Helm installs into an existing namespace).
+KUSTOMIZE_ONLY = {("Namespace", NAMESPACE)}
+
+
+def helm(*args: str, binary: str = "helm", check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([need(binary), *args], capture_output=True, text=True, timeout=120)
+    if check:
+        assert proc.returncode == 0, f"helm {' '.join(args)}:\n{proc.stderr}"
+    return proc
+
+
+def template(sets: list[str], *extra: str, binary: str = "helm") -> list[Doc]:
+    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, *extra]
+    for s in sets:
+        args += ["--set", s]
+    return load_docs(helm(*args, binary=binary).stdout)
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, list[Doc]]:
+    return {name: template(sets) for name, sets in OPTIONS.items()}
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Values made by scripts/chart-thresholds.py from a thresholds override."""
+    d = tmp_path_factory.mktemp("thresholds")
+    (d / "thresholds.yaml").write_text("stallSome: 0.3\nrunqP99Ms: 50\nrefaultPerMin: 2000000\n")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/chart-thresholds.py"), str(d / "thresholds.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (d / "values.yaml").write_text(proc.stdout)
+    return d
+
+
+# --- lint and render ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("option", sorted(OPTIONS))
+def test_helm_lint_strict(option: str) -> None:
+    args = ["lint", "--strict", str(CHART)]
+    for s in OPTIONS[option]:
+        args += ["--set", s]
+    proc = helm(*args, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_helm3_and_helm4_render_the_same_objects() -> None:
+    for sets in (OPTIONS["default"], OPTIONS["secure-metrics"] + OPTIONS["bcc"]):
+        assert template(sets, binary="helm3") == template(sets)
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_builtin_kinds_validate_strictly(rendered: dict[str, list[Doc]], version: str) -> None:
+    validate_builtin(rendered, version)
+
+
+def test_operator_objects_match_the_crd_schemas(rendered: dict[str, list[Doc]]) -> None:
+    docs = [
+        d for v in rendered.values() for d in v if d["kind"] in ("ServiceMonitor", "PrometheusRule")
+    ]
+    assert len(docs) >= 2 * (len(OPTIONS) - 1)
+    assert crd_errors(docs) == []
+
+
+def test_the_crd_validator_rejects_unknown_fields_and_bad_values(
+    rendered: dict[str, list[Doc]],
+) -> None:
+    sm = json.loads(json.dumps(one(rendered["default"], "ServiceMonitor")))
+    sm["spec"]["endpoints"][0]["honourLabels"] = True  # misspelt: unknown field
+    rule = json.loads(json.dumps(one(rendered["default"], "PrometheusRule")))
+    rule["spec"]["groups"][0]["interval"] = "1 minute"  # not a duration
+    errors = crd_errors([sm, rule])
+    assert [e["kind"] for e in errors] == ["ServiceMonitor", "PrometheusRule"]
+    assert "honourLabels" in " ".join(errors[0]["errors"])
+    assert "interval" in " ".join(errors[1]["errors"])
+
+
+def test_bad_values_fail_with_a_clear_error() -> None:
+    proc = helm("template", RELEASE, str(CHART), "--set", "probe.loader=ebpf", check=False)
+    assert proc.returncode != 0 and "probe/loader" in proc.stderr
+    proc = helm(
+        "template", RELEASE, str(CHART), "--set", "serviceMonitors.enabled=true", check=False
+    )
+    assert proc.returncode != 0 and "serviceMonitors" in proc.stderr
+
+
+# --- one source of truth: chart vs kustomize base ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kustomized(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, ...], list[Doc]]:
+    kubectl = need("kubectl")
+    work = tmp_path_factory.mktemp("kustomize")
+    out = {}
+    for i, components in enumerate(EQUIVALENT):
+        target = work / f"overlay{i}"
+        target.mkdir()
+        (target / "kustomization.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                    "kind": "Kustomization",
+                    "resources": [os.path.relpath(DEPLOY, target)],
+                    "components": [
+                        os.path.relpath(DEPLOY / "components" / c, target) for c in components
+                    ],
+                }
+            )
+        )
+        proc = subprocess.run(
+            [kubectl, "kustomize", "--load-restrictor=LoadRestrictionsNone", str(target)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, f"kustomize {components}: {proc.stderr}"
+        out[components] = load_docs(proc.stdout)
+    return out
+
+
+@pytest.mark.parametrize("components", list(EQUIVALENT), ids=lambda c: "+".join(c) or "base")
+def test_kustomize_and_helm_render_the_same_objects(
+    kustomized: dict[tuple[str, ...], list[Doc]], components: tuple[str, ...]
+) -> None:
+    k = normalized(kustomized[components])
+    h = normalized(template(EQUIVALENT[components]))
+    for key in KUSTOMIZE_ONLY:
+        k.pop(key)
+    assert sorted(k) == sorted(h)
+    for key in k:
+        assert k[key] == h[key], f"{key} differs between kustomize {components} and helm"
+
+
+# --- options -------------------------------------------------------------------------------
+
+
+def test_default_is_the_core_image_with_only_the_probes_capabilities(
+    rendered: dict[str, list[Doc]],
+) -> None:
+    docs = rendered["default"]
+    c = exporter_container(docs)
+    assert c["image"] == "contention-exporter:0.1.0"
+    assert added_caps(docs) == {"BPF", "PERFMON", "SYS_RESOURCE"}
+    assert set(host_mounts(docs)) == {"/sys/fs/cgroup", "/sys/kernel/btf"}
+    assert all(m["readOnly"] is True for m in host_mounts(docs).values())
+    assert not any(a.startswith(("--probe.loader", "--no-probe", "--config")) for a in c["args"])
+
+
+def test_bcc_flavor_adds_the_kernel_header_mounts_and_tag(rendered: dict[str, list[Doc]]) -> None:
+    docs = rendered["bcc"]
+    assert exporter_container(docs)["image"] == "contention-exporter:0.1.0-bcc"
+    assert set(host_mounts(docs)) == {
+        "/sys/fs/cgroup",
+        "/sys/kernel/btf",
+        "/sys/kernel/tracing",
+        "/lib/modules",
+        "/usr/src",
+    }
+    assert all(m["readOnly"] is True for m in host_mounts(docs).values())
+
+
+def test_probe_modes(rendered: dict[str, list[Doc]]) -> None:
+    off = rendered["probe-off"]
+    assert "--no-probe" in exporter_container(off)["args"]
+    assert added_caps(off) == set()
+    assert set(host_mounts(off)) == {"/sys/fs/cgroup"}
+    assert "--probe.loader=core" in exporter_container(rendered["loader-core"])["args"]
+    assert added_caps(rendered["no-sys-resource"]) == {"BPF", "PERFMON"}
+    legacy = rendered["legacy-kernel"]
+    assert added_caps(legacy) == {"SYS_ADMIN", "SYS_RESOURCE"}
+    assert exporter_container(legacy)["securityContext"]["allowPrivilegeEscalation"] is True
+    for name, docs in rendered.items():
+        if name != "legacy-kernel":
+            assert "SYS_ADMIN" not in added_caps(docs), name
+
+
+def test_servicemonitor_names_the_node_in_instance(rendered: dict[str, list[Doc]]) -> None:
+    (ep,) = one(rendered["default"], "ServiceMonitor")["spec"]["endpoints"]
+    targets = {
+        r["targetLabel"]: r["sourceLabels"]
+        for r in ep["relabelings"]
+        if r.get("action") == "replace"
+    }
+    assert targets["instance"] == ["__meta_kubernetes_pod_node_name"]
+    assert targets["node"] == ["__meta_kubernetes_pod_node_name"]
+    assert ep["honorLabels"] is True
+
+
+def test_kube_prometheus_stack_release_label(rendered: dict[str, list[Doc]]) -> None:
+    docs = rendered["kube-prometheus-stack"]
+    for kind in ("ServiceMonitor", "PrometheusRule"):
+        assert one(docs, kind)["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    for kind in ("ServiceMonitor", "PrometheusRule"):
+        assert "release" not in one(rendered["default"], kind)["metadata"]["labels"]
+
+
+def test_operator_objects_can_be_left_out(rendered: dict[str, list[Doc]]) -> None:
+    kinds = {d["kind"] for d in rendered["operator-objects-off"]}
+    assert not kinds & {"ServiceMonitor", "PrometheusRule", "ConfigMap"}
+
+
+def test_dashboards_carry_the_sidecar_label(rendered: dict[str, list[Doc]]) -> None:
+    cms = [d for d in rendered["default"] if d["kind"] == "ConfigMap"]
+    assert len(cms) == len(list((ROOT / "dashboards").glob("*.json"))) == 2
+    for cm in cms:
+        assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+        (name,) = cm["data"]
+        assert json.loads(cm["data"][name]) == json.loads((ROOT / "dashboards" / name).read_text())
+    other = template(
+        ["dashboards.label=my_dash", "dashboards.labelValue=yes", "dashboards.namespace=grafana"]
+    )
+    for cm in [d for d in other if d["kind"] == "ConfigMap"]:
+        assert cm["metadata"]["labels"]["my_dash"] == "yes"
+        assert cm["metadata"]["namespace"] == "grafana"
+
+
+def test_scheduling_values(rendered: dict[str, list[Doc]]) -> None:
+    spec = one(rendered["default"], "DaemonSet")["spec"]["template"]["spec"]
+    assert spec["tolerations"] == [{"operator": "Exists"}]
+    assert (
+        spec["priorityClassName"] == one(rendered["default"], "PriorityClass")["metadata"]["name"]
+    )
+    assert "cpu" not in exporter_container(rendered["default"])["resources"]["limits"]
+    docs = rendered["existing-priority-class"]
+    assert not [d for d in docs if d["kind"] == "PriorityClass"]
+    ds = one(docs, "DaemonSet")["spec"]["template"]["spec"]
+    assert ds["priorityClassName"] == "system-node-critical"
+    custom = template(
+        [
+            "nodeSelector.pool=infra",
+            "tolerations[0].key=dedicated",
+            "tolerations[0].operator=Equal",
+            "tolerations[0].value=infra",
+            "resources.requests.cpu=100m",
+        ]
+    )
+    ds = one(custom, "DaemonSet")["spec"]["template"]["spec"]
+    assert ds["nodeSelector"]["pool"] == "infra"
+    assert ds["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "infra"}]
+    assert exporter_container(custom)["resources"]["requests"]["cpu"] == "100m"
+
+
+def test_no_kubernetes_mode_has_no_pod_rbac(rendered: dict[str, list[Doc]]) -> None:
+    docs = rendered["no-kubernetes"]
+    assert not [
+        d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding", "ServiceAccount")
+    ]
+    assert "--kubernetes" not in exporter_container(docs)["args"]
+
+
+# --- thresholds: the alerts and the exporter never disagree ---------------------------------
+
+
+def test_custom_thresholds_without_generated_rules_are_refused() -> None:
+    proc = helm("template", RELEASE, str(CHART), "--set", "thresholds.stallSome=0.3", check=False)
+    assert proc.returncode != 0
+    assert "chart-thresholds.py" in proc.stderr
+    # Without rules or dashboards there is nothing to disagree with.
+    ok = template(
+        ["prometheusRule.enabled=false", "dashboards.enabled=false"],
+        "--set-json",
+        "thresholds.stallSome=0.3",  # --set would pass "0.3", a string
+    )
+    cm = one(ok, "ConfigMap", f"{RELEASE}-thresholds")
+    assert json.loads(cm["data"]["thresholds.yaml"]) == {"stallSome": 0.3}
+
+
+def test_the_bundle_deploys_rules_and_dashboards_made_from_its_thresholds(
+    bundle: Path, tmp_path: Path
+) -> None:
+    docs = template([], "-f", str(bundle / "values.yaml"))
+    exporter = exporter_container(docs)
+    assert "--config=/etc/contention-exporter/thresholds.yaml" in exporter["args"]
+    cm = one(docs, "ConfigMap", f"{RELEASE}-thresholds")
+    given = yaml.safe_load((bundle / "thresholds.yaml").read_text())
+    assert yaml.safe_load(cm["data"]["thresholds.yaml"]) == given
+    # The exporter accepts what the ConfigMap holds.
+    (tmp_path / "t.yaml").write_text(cm["data"]["thresholds.yaml"])
+    ce = str(Path(sys.executable).parent / "contention-exporter")
+    cfg = subprocess.run(
+        [ce, "rules", "print", "config", "--config", str(tmp_path / "t.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cfg.returncode == 0, cfg.stderr
+    assert yaml.safe_load(cfg.stdout)["refaultPerMin"] == 2000000
+    # The rules are exactly what the exporter's generator makes from the same file.
+    want = subprocess.run(
+        [ce, "rules", "print", "rules", "--config", str(bundle / "thresholds.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert want.returncode == 0, want.stderr
+    groups = one(docs, "PrometheusRule")["spec"]["groups"]
+    assert groups == yaml.safe_load(want.stdout)["groups"]
+    default_groups = one(template([]), "PrometheusRule")["spec"]["groups"]
+    assert groups != default_groups  # the thresholds did reach the rules
+    pod = one(docs, "DaemonSet")["spec"]["template"]["metadata"]
+    assert "checksum/thresholds" in pod["annotations"]
+    # The dashboards too (their threshold lines).
+    dashboards = {
+        name: text
+        for cm in docs
+        if "grafana_dashboard" in cm["metadata"].get("labels", {})
+        for name, text in cm["data"].items()
+    }
+    assert set(dashboards) == {p.name for p in (ROOT / "dashboards").glob("*.json")}
+    for name, text in dashboards.items():
+        packaged = (ROOT / "dashboards" / name).read_text()
+        assert text != packaged, f"{name}: the custom thresholds did not reach the dashboard"
+    assert crd_errors([one(docs, "PrometheusRule")]) == []
+
+
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (["thresholds.stallSome=0.35"], "differ from the thresholds"),
+        (["thresholds.criticalCpuFull=0.2"], "differ from the thresholds"),
+        (["generated.version=0.0.1"], "was made by contention-exporter 0.0.1"),
+    ],
+)
+def test_the_bundle_is_refused_once_thresholds_drift(
+    bundle: Path, sets: list[str], message: str
+) -> None:
+    args = ["template", RELEASE, str(CHART), "-f", str(bundle / "values.yaml")]
+    for s in sets:
+        args += ["--set", s]
+    proc = helm(*args, check=False)
+    assert proc.returncode != 0
+    assert message in proc.stderr
