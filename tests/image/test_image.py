@@ -137,7 +137,8 @@ def test_oci_config(image: Image) -> None:
 def test_entrypoint_runs(image: Image) -> None:
     help_ = chroot(image, "/usr/local/bin/contention-exporter", "--help")
     assert help_.returncode == 0, help_.stderr
-    assert "--web.listen-address" not in help_.stdout  # run's flags live under `run --help`
+    # Without a command the exporter runs: --help shows its flags and the commands.
+    assert "--web.listen-address" in help_.stdout and "diagnose" in help_.stdout
     run_help = chroot(image, "/usr/local/bin/contention-exporter", "run", "--help")
     assert run_help.returncode == 0 and "--path.sysfs" in run_help.stdout
     version = chroot(image, "/usr/local/bin/contention-exporter", "--version")
@@ -146,7 +147,7 @@ def test_entrypoint_runs(image: Image) -> None:
 
 def test_the_package_and_its_dependencies_import(image: Image) -> None:
     code = (
-        "import ctypes, exporter.cli, exporter.kube, kubernetes.client, kubernetes.config, "
+        "import ctypes, exporter.commands, exporter.kube, kubernetes.client, kubernetes.config, "
         "kubernetes.watch, prometheus_client, yaml; ctypes.CDLL('libbpf.so.1'); print('ok')"
     )
     proc = chroot(image, "python3", "-c", code)
