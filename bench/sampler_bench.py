@@ -11,10 +11,12 @@ side:
   window folds), per pass and per tracked cgroup;
 * **floor**: a loop that only ``os.open``/``os.read``/``os.close``\\ s the same files of
   the same cgroups (paths precomputed): what any reader must pay;
-* their **ratio** (issue 2 aims for <= 2.5x);
+* their **ratio** (the aim: <= 2.5x);
 * where the sampler's time goes (discovery walk, read+parse, the rest);
-* ``/metrics`` **render** time for the snapshot (``generate_latest`` on a registry with
-  the exporter's collector), and its size;
+* the **scrape path**: what a scrape cost before (families built per scrape, rendered
+  by prometheus_client) next to rendering once per pass, at the end of the pass or on
+  the first scrape after it, at 15 s and 30 s scrapes: CPU per minute and the
+  server-side scrape latency;
 * **RSS** of this process (sampler state + a full 5-minute window), and of the real
   exporter process run on the same tree (``--path.sysfs``/``--path.procfs``).
 
@@ -315,14 +317,11 @@ def _us(v: float) -> float:
     return round(v * 1e6, 2)
 
 
-def measure_in_process(tree: Tree, passes: int, interval: float, renders: int) -> dict[str, Any]:
+def measure_in_process(tree: Tree, passes: int, interval: float) -> dict[str, Any]:
     """Sampler vs floor, breakdown, render, RSS: all in this process."""
     rss_before = _status_kb("self", "VmRSS")
-    from prometheus_client import CollectorRegistry, generate_latest
-
     from exporter.cgroupfs import mode
     from exporter.cgroupfs.discovery import walk
-    from exporter.collector import ContentionCollector
     from exporter.sampler import Sampler
 
     facts = mode.detect(str(tree.sysfs), str(tree.procfs))
@@ -383,17 +382,6 @@ def measure_in_process(tree: Tree, passes: int, interval: float, renders: int) -
             "read_parse_cpu_ms": _ms(med_c["read"]),
         }
 
-    registry = CollectorRegistry()
-    registry.register(ContentionCollector(sampler))
-    body = generate_latest(registry)
-    render_t: list[float] = []
-    render_c: list[float] = []
-    for _ in range(renders):
-        w0, c0 = time.perf_counter(), time.thread_time()
-        body = generate_latest(registry)
-        render_t.append(time.perf_counter() - w0)
-        render_c.append(time.thread_time() - c0)
-    series = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
     gc.collect()
 
     return {
@@ -412,25 +400,251 @@ def measure_in_process(tree: Tree, passes: int, interval: float, renders: int) -
         "ratio": round(med_w["sampler"] / med_w["floor"], 2),
         "ratio_cpu": round(med_c["sampler"] / med_c["floor"], 2),
         "breakdown": breakdown,
-        "render_ms": _ms(statistics.median(render_t)),
-        "render_cpu_ms": _ms(statistics.median(render_c)),
-        "render_bytes": len(body),
-        "render_series": series,
         "rss_kb_before_import": rss_before,
         "rss_kb": _status_kb("self", "VmRSS"),
         "rss_peak_kb": _status_kb("self", "VmHWM"),
     }
 
 
-def measure_exporter_process(tree: Tree, expect: int, timeout: float = 60.0) -> dict[str, Any]:
-    """The real exporter CLI on the same tree: its RSS and one HTTP scrape."""
+# --- the scrape path: today's render per scrape vs once per pass ----------------------
+
+# What Prometheus 2.x sends, and what curl sends.
+PROMETHEUS_HEADERS = {
+    "HTTP_ACCEPT": "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+    "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+    "HTTP_ACCEPT_ENCODING": "gzip",
+}
+PLAIN_HEADERS = {"HTTP_ACCEPT": "*/*", "HTTP_ACCEPT_ENCODING": ""}
+
+
+def _wsgi_get(app: Callable[..., Any], headers: dict[str, str]) -> tuple[bytes, float, float]:
+    """One GET /metrics through a WSGI app, timed in-process (server side: from the
+    request to the last byte handed to the server). (body, wall s, CPU s)"""
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics", "QUERY_STRING": "", **headers}
+    w0, c0 = time.perf_counter(), time.thread_time()
+    body = b"".join(app(environ, lambda *a, **k: None))
+    return body, time.perf_counter() - w0, time.thread_time() - c0
+
+
+class SimClock:
+    """A monotonic clock the benchmark moves by hand."""
+
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def measure_scrape_path(
+    tree: Tree, interval: float, scrape_intervals: tuple[int, ...], minutes: int
+) -> dict[str, Any]:
+    """Side by side on one warmed-up agent (a full window):
+
+    * today: what a scrape cost before this change (the families built at scrape time,
+      rendered by prometheus_client, gzip level 9: its make_wsgi_app), served
+      through prometheus_client's WSGI app;
+    * each way to render (``every-pass``: at the end of every pass; ``pass``, the
+      default: at the end of the pass before each expected scrape; ``scrape``: on the
+      first scrape after a pass) at ``interval`` s passes and each scrape interval:
+      CPU per minute for passes + scrapes, and the server-side scrape latency.
+    """
+    from exporter.agent import Agent, AgentConfig
+    from exporter.findings import load_thresholds
+    from exporter.probe import ProbeConfig
+
+    th = load_thresholds()
+    now = 1_800_000_000.0
+    cfg = AgentConfig(
+        sysfs=str(tree.sysfs),
+        procfs=str(tree.procfs),
+        sample_interval=interval,
+        probe=ProbeConfig(enabled=False),
+    )
+    warm = Agent(cfg, th)
+    for _ in range(int(th.window_minutes * 60 / interval) + 2):  # a full window
+        now += interval
+        warm.run_pass(now=now)
+    today, now = _measure_today(warm, interval, now)
+    parts = _measure_parts(warm, interval, now)
+    now += interval
+    modes = _measure_render_modes(warm, interval, now, scrape_intervals, minutes)
+    warm.close()
+    return {"interval_s": interval, "today": today, "parts": parts, "modes": modes}
+
+
+def _measure_today(warm: Any, interval: float, now: float) -> tuple[dict[str, Any], float]:
+    """One scrape and one pass as they were: the families and their render per scrape
+    (Prometheus's headers, and curl's), the sampling and evaluation per pass."""
+    today_app = _today_app([warm.published().result], warm.exposition.extra)
+    today: dict[str, Any] = {}
+    for label, headers in (("prometheus", PROMETHEUS_HEADERS), ("plain", PLAIN_HEADERS)):
+        got = [_wsgi_get(today_app, headers) for _ in range(5)]
+        today[label] = {
+            "scrape_ms": _ms(statistics.median(w for _, w, _ in got)),
+            "scrape_cpu_ms": _ms(statistics.median(c for _, _, c in got)),
+            "bytes": len(got[-1][0]),
+        }
+    walls, cpus = [], []
+    for _ in range(5):
+        now += interval
+        w0, c0 = time.perf_counter(), time.thread_time()
+        warm.evaluate(warm.sampler.run_once(now=now))
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.thread_time() - c0)
+    today["pass_ms"] = _ms(statistics.median(walls))
+    today["pass_cpu_ms"] = _ms(statistics.median(cpus))
+    return today, now
+
+
+def _measure_parts(warm: Any, interval: float, now: float) -> dict[str, float]:
+    """The parts of the new path, each on its own: families, renders, gzip levels."""
+    import gzip
+
+    from exporter.exposition.published import pass_families
+    from exporter.exposition.text import render
+
+    pub = warm.run_pass(now=now + interval)
+    result = pub.result
+    parts: dict[str, float] = {}
+    for name, fn in (
+        ("families", lambda: pass_families(result, warm.exposition.extra)),
+        ("render_text", lambda: render(pub.families())),
+        ("render_openmetrics", lambda: render(pub.families(), openmetrics=True)),
+    ):
+        cs = [_timed(fn)[1] for _ in range(3)]
+        parts[name + "_cpu_ms"] = _ms(statistics.median(cs))
+    om = render(pub.families(), openmetrics=True)
+    for level in (1, 6, 9):
+        cs = []
+        for _ in range(3):
+            c0 = time.thread_time()
+            gzip.compress(om, level, mtime=0)
+            cs.append(time.thread_time() - c0)
+        parts[f"gzip{level}_cpu_ms"] = _ms(statistics.median(cs))
+        parts[f"gzip{level}_bytes"] = len(gzip.compress(om, level, mtime=0))
+    parts["openmetrics_bytes"] = len(om)
+    parts["series"] = sum(1 for line in om.splitlines() if line and not line.startswith(b"#"))
+    return parts
+
+
+def _today_app(latest: list[Any], extra: Any) -> Any:
+    """prometheus_client's WSGI app over the families of ``latest[0]``, built per
+    scrape: what a scrape did before (families, generate_latest, gzip level 9)."""
+    from prometheus_client import CollectorRegistry, make_wsgi_app
+
+    from exporter.exposition.published import pass_families
+
+    class TodayCollector:
+        def collect(self) -> list[Any]:
+            return pass_families(latest[0], extra)
+
+    registry = CollectorRegistry()
+    registry.register(TodayCollector())
+    return make_wsgi_app(registry)
+
+
+def _measure_render_modes(
+    a: Any, interval: float, t: float, scrape_intervals: tuple[int, ...], minutes: int
+) -> dict[str, Any]:
+    """One agent (its window full) serving each way in turn, in simulated time: a pass
+    every ``interval`` s, a Prometheus scrape mid-way between two passes. ``today``:
+    each pass samples and evaluates, each scrape builds and renders everything."""
+    from exporter.exposition.published import Exposition
+    from exporter.server import App
+
+    modes: dict[str, Any] = {}
+    sim = SimClock()
+    latest: list[Any] = [a.published().result]
+    extra = a.exposition.extra
+
+    def today_pass(now: float) -> None:
+        latest[0] = a.evaluate(a.sampler.run_once(now=now))
+
+    # (label, --web.render, render ahead only for an expected scrape)
+    plans = (
+        ("today", "", False),
+        ("every-pass", "pass", False),
+        ("pass", "pass", True),
+        ("scrape", "scrape", True),
+    )
+    for label, render_mode, predict in plans:
+        if label == "today":
+            app, run_pass = _today_app(latest, extra), today_pass
+        else:
+            a.exposition = Exposition(render_mode, extra, interval, predict=predict)
+            a.exposition.clock = sim
+            app = App(a.exposition, a.facts, interval, a.status)
+            run_pass = a.run_pass
+        sim.now = 0.0  # simulated monotonic time: passes and scrapes happen back to back
+        for every in scrape_intervals:
+            # A scrape lands mid-way between two passes, every `every` seconds; the
+            # first ones teach the exporter the interval, then `minutes` are measured.
+            next_scrape = sim.now + interval / 2
+            warm_up = 2 * every // int(interval)
+            n_passes = int(minutes * 60 / interval)
+            pass_cpu = scrape_cpu = 0.0
+            lat: list[float] = []
+            for i in range(warm_up + n_passes):
+                measured = i >= warm_up
+                t += interval
+                sim.now += interval
+                c0 = time.thread_time()
+                run_pass(t)
+                if measured:
+                    pass_cpu += time.thread_time() - c0
+                if sim.now + interval > next_scrape:  # the scrape lands before the next pass
+                    sim_pass, sim.now = sim.now, next_scrape
+                    _, w, c = _wsgi_get(app, PROMETHEUS_HEADERS)
+                    sim.now = sim_pass
+                    next_scrape += every
+                    if measured:
+                        scrape_cpu += c
+                        lat.append(w)
+                if i == warm_up - 1:
+                    gc.collect()
+            per_min = 60.0 / (n_passes * interval)
+            modes[f"{label}/{every}s"] = {
+                "cpu_ms_per_min": _ms((pass_cpu + scrape_cpu) * per_min),
+                "pass_cpu_ms_per_min": _ms(pass_cpu * per_min),
+                "scrape_cpu_ms_per_min": _ms(scrape_cpu * per_min),
+                "scrape_ms_median": _ms(statistics.median(lat)),
+                "scrape_ms_max": _ms(max(lat)),
+                "scrapes": len(lat),
+            }
+    return modes
+
+
+def _http_get(url: str, headers: dict[str, str]) -> tuple[int, float, int]:
+    """(status, wall seconds to the last byte, bytes on the wire)."""
+    import urllib.request
+
+    req = urllib.request.Request(url, headers=headers)
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        body = resp.read()
+        status = resp.status
+    return status, time.perf_counter() - t0, len(body)
+
+
+def measure_exporter_process(
+    tree: Tree, expect: int, interval: float = 5.0, timeout: float = 90.0
+) -> dict[str, Any]:
+    """The real exporter CLI on the same tree: its RSS, and GET /metrics over HTTP as
+    Prometheus asks (OpenMetrics, gzip) and as curl does (text, no gzip)."""
     from labs.exporter_proc import ExporterError, ExporterProcess
 
     exp = ExporterProcess(
-        sample_interval=1.0,
+        sample_interval=interval,
         probe=False,
         extra_args=["--path.sysfs", str(tree.sysfs), "--path.procfs", str(tree.procfs)],
     )
+    variants = {
+        "prometheus": {
+            "Accept": PROMETHEUS_HEADERS["HTTP_ACCEPT"],
+            "Accept-Encoding": "gzip",
+        },
+        "plain": {"Accept": "*/*", "Accept-Encoding": "identity"},
+    }
     try:
         exp.start(timeout=timeout)
         exp.wait_for(
@@ -438,16 +652,27 @@ def measure_exporter_process(tree: Tree, expect: int, timeout: float = 60.0) -> 
             lambda s: (s.value("contention_tracked_cgroups") or 0) >= expect,
             timeout=timeout,
         )
-        time.sleep(3.0)  # a few more passes: deltas and window state exist
-        t0 = time.perf_counter()
-        status, body = exp.get("/metrics", timeout=30)
-        scrape_s = time.perf_counter() - t0
+        out: dict[str, Any] = {}
+        url = exp.url + "/metrics"
+        for h in variants.values():  # scrapes have asked for these formats before
+            _http_get(url, h)
+        time.sleep(interval + 1.0)  # the next pass renders them
+        for name, h in variants.items():
+            lat, size, status = [], 0, 0
+            for _ in range(5):
+                status, w, size = _http_get(url, h)
+                lat.append(w)
+                time.sleep(0.2)
+            out[name] = {
+                "status": status,
+                "get_ms_median": _ms(statistics.median(lat)),
+                "get_ms_max": _ms(max(lat)),
+                "bytes": size,
+            }
         return {
             "exporter_rss_kb": _status_kb(exp.pid, "VmRSS"),
             "exporter_rss_peak_kb": _status_kb(exp.pid, "VmHWM"),
-            "exporter_scrape_ms": _ms(scrape_s),
-            "exporter_scrape_status": status,
-            "exporter_scrape_bytes": len(body.encode()),
+            "exporter_http": out,
         }
     except ExporterError as e:
         lines = [x for x in str(e).splitlines() if x.strip()]
@@ -484,17 +709,16 @@ def print_table(r: dict[str, Any]) -> None:
             r["sampler_pass_ms"] - b["discovery_walk_ms"] - b["read_parse_ms"],
             r["sampler_pass_cpu_ms"] - b["discovery_walk_cpu_ms"] - b["read_parse_cpu_ms"],
         )
-    timed("/metrics render (generate_latest)", r["render_ms"], r["render_cpu_ms"])
-    size = f"{r['render_bytes'] / 1024:.0f} KiB"
-    rows.append(("  size", size, f"{r['render_series']} series", ""))
     peak = f"peak {_mb(r['rss_peak_kb'])}"
     rows.append(("RSS, this process (sampler + 5 min window)", _mb(r["rss_kb"]), peak, ""))
     rows.append(("  before importing prometheus/exporter", _mb(r["rss_kb_before_import"]), "", ""))
     if "exporter_rss_kb" in r:
         peak = f"peak {_mb(r['exporter_rss_peak_kb'])}"
         rows.append(("RSS, exporter process on the tree", _mb(r["exporter_rss_kb"]), peak, ""))
-        size = f"{r['exporter_scrape_bytes'] / 1024:.0f} KiB"
-        rows.append(("  HTTP GET /metrics", f"{r['exporter_scrape_ms']:.1f} ms", size, ""))
+        for name, h in r["exporter_http"].items():
+            size = f"{h['bytes'] / 1024:.0f} KiB"
+            lat = f"{h['get_ms_median']:.1f} ms"
+            rows.append((f"  HTTP GET /metrics ({name})", lat, size, f"max {h['get_ms_max']:.1f}"))
     elif "exporter_error" in r:
         rows.append(("exporter process: not measured", r["exporter_error"], "", ""))
     print(
@@ -510,6 +734,60 @@ def print_table(r: dict[str, Any]) -> None:
             print(f"{row[0]} {row[1]}")
             continue
         print(f"{row[0]:{w[0]}}  {row[1]:>{w[1]}}  {row[2]:>{w[2]}}  {row[3]:>{w[3]}}".rstrip())
+    if "scrape_path" in r:
+        print_scrape_path(r["scrape_path"])
+
+
+def print_scrape_path(sp: dict[str, Any]) -> None:
+    t, p = sp["today"], sp["parts"]
+    iv = sp["interval_s"]
+    print(f"\nthe scrape path (one pass every {iv:g} s; CPU is this process's thread time)")
+    print(f"  families of a pass                      {p['families_cpu_ms']:7.1f} ms CPU")
+    print(f"  render, text 0.0.4                      {p['render_text_cpu_ms']:7.1f} ms CPU")
+    print(f"  render, OpenMetrics                     {p['render_openmetrics_cpu_ms']:7.1f} ms CPU")
+    for lv in (1, 6, 9):
+        kib = p[f"gzip{lv}_bytes"] / 1024
+        print(f"  gzip level {lv} of {p['openmetrics_bytes'] / 1024:.0f} KiB".ljust(42), end="")
+        print(f"{p[f'gzip{lv}_cpu_ms']:7.1f} ms CPU  -> {kib:.0f} KiB")
+    print(f"  {p['series']} series")
+    print("\n                                     pass CPU   scrape (server side)  scrape CPU")
+    tp = t["prometheus"]
+    print(
+        f"  today (families + generate_latest + gzip 9 per scrape, Prometheus headers):\n"
+        f"  {'':34} {t['pass_cpu_ms']:6.1f} ms   {tp['scrape_ms']:7.1f} ms"
+        f"          {tp['scrape_cpu_ms']:6.1f} ms   ({tp['bytes'] / 1024:.0f} KiB)"
+    )
+    tp = t["plain"]
+    print(
+        f"  today, plain text (curl):{'':10} {'':9} {tp['scrape_ms']:7.1f} ms"
+        f"          {tp['scrape_cpu_ms']:6.1f} ms   ({tp['bytes'] / 1024:.0f} KiB)"
+    )
+    new_render = p["families_cpu_ms"] + p["render_openmetrics_cpu_ms"] + p["gzip1_cpu_ms"]
+    new_scrape = sp["modes"].get("pass/15s", {}).get("scrape_ms_median", 0.0)
+    print(
+        "\n  one pass + one Prometheus scrape (CPU): "
+        f"today {t['pass_cpu_ms'] + t['prometheus']['scrape_cpu_ms']:.0f} ms "
+        f"(pass {t['pass_cpu_ms']:.0f} + scrape {t['prometheus']['scrape_cpu_ms']:.0f}); "
+        f"now {t['pass_cpu_ms'] + new_render + new_scrape:.0f} ms "
+        f"(pass {t['pass_cpu_ms']:.0f} + render {new_render:.0f} + scrape {new_scrape:.2f})"
+    )
+    print(
+        "\n  per minute, passes + Prometheus scrapes    CPU ms/min   of which scrapes"
+        "   scrape median / max"
+    )
+    for key, m in sp["modes"].items():
+        mode, every = key.split("/")
+        label = {
+            "today": "today: render per scrape",
+            "every-pass": "render every pass",
+            "pass": "render before a scrape",
+            "scrape": "render on 1st scrape",
+        }[mode]
+        print(
+            f"  {label + ', scrape every ' + every:42} {m['cpu_ms_per_min']:10.0f}"
+            f"   {m['scrape_cpu_ms_per_min']:16.0f}"
+            f"   {m['scrape_ms_median']:9.2f} / {m['scrape_ms_max']:.2f} ms"
+        )
 
 
 def _fs_type(path: Path) -> str:
@@ -533,7 +811,9 @@ def main(argv: list[str] | None = None) -> int:
         help="timed passes; 65 at --interval 5 fills the 5-minute window (default 65)",
     )
     ap.add_argument("--interval", type=float, default=5.0, help="simulated sample interval")
-    ap.add_argument("--renders", type=int, default=10)
+    ap.add_argument(
+        "--minutes", type=int, default=3, help="simulated minutes per render mode (default 3)"
+    )
     ap.add_argument("--no-exporter", action="store_true", help="skip the exporter process")
     ap.add_argument(
         "--floor-only", action="store_true", help="only build the tree and time the floor"
@@ -562,7 +842,8 @@ def main(argv: list[str] | None = None) -> int:
             out["floor_per_cgroup_us"] = _us(med / len(tracked))
             print(json.dumps(out) if a.json else out)
             return 0
-        result = measure_in_process(tree, a.passes, a.interval, a.renders)
+        result = measure_in_process(tree, a.passes, a.interval)
+        result["scrape_path"] = measure_scrape_path(tree, a.interval, (15, 30), a.minutes)
         result["tree_build_s"] = round(build_s, 2)
         result["tree_dirs"] = tree.directories
         result["tree_files"] = tree.files
