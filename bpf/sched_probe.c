@@ -1,4 +1,5 @@
-/* contention-exporter scheduler probe (BCC).
+/* contention-exporter scheduler probe, BCC flavour (the fallback for kernels without
+ * BTF; the primary program is the CO-RE one in sched_probe.bpf.c).
  *
  * Builds, in the kernel, per tracked (victim) cgroup:
  *   - a run-queue latency histogram (time from "runnable" to "on CPU");
@@ -11,10 +12,41 @@
  * members, whose offsets depend on kernel headers that may not match the running
  * kernel. Tracepoint layouts come from tracefs, so they are always right.
  *
- * Knobs and limits: see sched_probe.h (all set by the loader with -D).
- * Counters are never reset here: userspace diffs successive reads.
+ * Knobs are -D cflags set by the loader (exporter/probe/bcc.py); map layouts and the
+ * attribution logic are shared with the CO-RE program (sched_probe.h,
+ * sched_probe_logic.h). Counters are never reset here: userspace diffs reads.
  */
 #include "sched_probe.h"
+
+/* Defaults only so the file compiles by hand; the loader always passes all of them. */
+#ifndef RUNQ_NBOUNDS
+#define RUNQ_NBOUNDS 2
+#endif
+#ifndef RUNQ_BOUNDS_NS
+#define RUNQ_BOUNDS_NS 20000000ULL, 200000000ULL
+#endif
+#ifndef ATTR_OCCUPANCY
+#define ATTR_OCCUPANCY 1
+#endif
+#ifndef MIN_WAIT_NS
+#define MIN_WAIT_NS 50000ULL
+#endif
+#ifndef RING_SLOTS
+#define RING_SLOTS 32
+#endif
+#ifndef MAX_CGROUPS
+#define MAX_CGROUPS 4096
+#endif
+#ifndef MAX_PIDS
+#define MAX_PIDS 65536
+#endif
+#ifndef MAX_BLAME
+#define MAX_BLAME 32768
+#endif
+
+/* sched_switch prev_state bits, as the tracepoint format reports them. */
+#define PREV_STATE_PREEMPTED 0x100 /* TASK_REPORT_MAX: preempted while runnable */
+#define PREV_STATE_EXITING 0x30    /* EXIT_DEAD | EXIT_ZOMBIE: its last switch-out */
 
 BPF_HASH(tracked, u64, u8, MAX_CGROUPS);                     /* victims (userspace) */
 BPF_ARRAY(pid_direct, struct pid_state, MAX_PIDS);            /* pid < MAX_PIDS: slot = pid */
@@ -92,23 +124,6 @@ static __always_inline int is_tracked(u64 cgroup)
 	return tracked.lookup(&cgroup) != NULL;
 }
 
-/* The task of entry `ps` (NULL: no entry could be had), in tracked `cgroup`, became
- * runnable at `now`. */
-static __always_inline void mark_waiting(struct cpu_state *st, struct pid_state *ps,
-					 u64 cgroup, u64 now)
-{
-	if (!ps) {
-		st->stats[STAT_FAIL_START]++;
-		return;
-	}
-	/* An entry left by a wakeup that found the task still on its CPU (it never
-	 * waited) is overwritten: the latest start is the true one. */
-	if (ps->since == 0)
-		st->stats[STAT_START_INSERTED]++;
-	ps->since = now;
-	ps->victim = cgroup;
-	st->stats[STAT_ENQUEUES]++;
-}
 
 /* Add `ns` of `victim`'s wait to `culprit`'s cell. */
 static __always_inline void blame_add(struct cpu_state *st, u64 victim, u64 culprit, u64 ns)
@@ -129,17 +144,15 @@ static __always_inline void blame_add(struct cpu_state *st, u64 victim, u64 culp
 	__sync_fetch_and_add(&cell->events, 1);
 }
 
+#define KNOB_RING_MASK (RING_SLOTS - 1)
+#define KNOB_NBOUNDS RUNQ_NBOUNDS
+#define KNOB_BOUND(i) runq_bounds[i]
+static const u64 runq_bounds[RUNQ_MAX_BOUNDS] = {RUNQ_BOUNDS_NS};
+#include "sched_probe_logic.h"
+
 static __always_inline void record_histogram(struct cpu_state *st, u64 victim, u64 delta)
 {
-	u64 bounds[RUNQ_NBOUNDS] = {RUNQ_BOUNDS_NS};
-	u32 slot = RUNQ_NBOUNDS; /* overflow unless a finite bound holds it */
-#pragma clang loop unroll(full)
-	for (u32 i = 0; i < RUNQ_NBOUNDS; i++) {
-		if (delta <= bounds[i]) {
-			slot = i;
-			break;
-		}
-	}
+	u32 slot = hist_slot(delta);
 	struct runq_hist *h = runq.lookup(&victim);
 	if (!h) {
 		struct runq_hist zero = {};
@@ -151,66 +164,12 @@ static __always_inline void record_histogram(struct cpu_state *st, u64 victim, u
 		if (!h)
 			return;
 	}
-	if (slot > RUNQ_NBOUNDS) /* for the verifier */
+	if (slot >= RUNQ_MAX_SLOTS) /* for the verifier */
 		return;
 	__sync_fetch_and_add(&h->slots[slot], 1);
 	__sync_fetch_and_add(&h->sum_ns, delta);
 	st->stats[STAT_RUNQ_EVENTS]++;
 }
-
-#if ATTR_OCCUPANCY
-/* The task that ran on this CPU over [st->last_switch, now] was `who`. */
-static __always_inline void push_slice(struct cpu_state *st, u64 who, u64 now)
-{
-	u64 start = st->last_switch;
-	st->last_switch = now;
-	if (start == 0 || now <= start)
-		return;
-	u32 head = st->head & (RING_SLOTS - 1);
-	struct run_slice *s = &st->ring[head];
-	if (st->used > 0 && s->cgroup == who && s->end == start) {
-		s->end = now; /* same cgroup again: extend its slice */
-		return;
-	}
-	head = (head + 1) & (RING_SLOTS - 1);
-	st->head = head;
-	s = &st->ring[head];
-	s->cgroup = who;
-	s->start = start;
-	s->end = now;
-	if (st->used < RING_SLOTS)
-		st->used++;
-}
-
-/* Split a wait over [since, now] across the slices it overlapped. The loop has no
- * early exit so that clang unrolls it fully (the verifier handles straight-line code
- * far better than a loop with map calls in it). */
-static __always_inline void attribute_wait(struct cpu_state *st, u64 victim, u64 since,
-					   u64 now)
-{
-	u64 covered = 0;
-	u32 head = st->head;
-	u32 used = st->used;
-#pragma clang loop unroll(full)
-	for (u32 i = 0; i < RING_SLOTS; i++) {
-		struct run_slice *s = &st->ring[(head - i) & (RING_SLOTS - 1)];
-		u64 end = s->end;
-		if (i < used && end > since) {
-			u64 lo = s->start > since ? s->start : since;
-			u64 hi = end < now ? end : now;
-			if (hi > lo) {
-				blame_add(st, victim, s->cgroup, hi - lo);
-				covered += hi - lo;
-			}
-		}
-	}
-	u64 wait = now - since;
-	if (wait > covered) {
-		blame_add(st, victim, CULPRIT_UNATTRIBUTED_KEY, wait - covered);
-		st->stats[STAT_RING_SHORT]++;
-	}
-}
-#endif
 
 TRACEPOINT_PROBE(sched, sched_switch)
 {

@@ -184,7 +184,9 @@ class Agent:
         if self.probe is not None:
             st = self.probe.status
             out["scheduler probe"] = (
-                f"loaded ({st.attribution})" if st.loaded else f"off: {st.reason}: {st.detail}"
+                f"loaded by {st.loader} ({st.attribution})"
+                if st.loaded
+                else f"off: {st.reason}: {st.detail}"
             )
         out["identity"] = "kubernetes" if self.kube is not None else "host (cgroup paths)"
         return out

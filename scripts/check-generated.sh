@@ -15,4 +15,13 @@ rc=0
 # the chart (needs helm: scripts/setup-kube-tools.sh).
 "$VENV/bin/python" scripts/generate-deploy.py --check \
   || { echo "stale chart files or kustomize base: run 'scripts/generate-deploy.py'" >&2; rc=1; }
+# The committed CO-RE object: rebuilt here from the same sources must be identical.
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+if bash scripts/build-bpf.sh "$TMP/sched_probe.bpf.o"; then
+  cmp -s "$TMP/sched_probe.bpf.o" bpf/sched_probe.bpf.o || {
+    echo "stale bpf/sched_probe.bpf.o: run scripts/build-bpf.sh and commit it" >&2; rc=1; }
+else
+  echo "cannot rebuild bpf/sched_probe.bpf.o (scripts/setup.sh --build-bpf)" >&2; rc=1
+fi
 exit "$rc"

@@ -1,5 +1,13 @@
 #!/usr/bin/env bash
-# Prerequisites of the BCC scheduler probe (root only):
+# Prerequisites of the scheduler probe (root only).
+#
+#   setup-probe.sh VENV          what this node needs: libbpf for the CO-RE probe;
+#                                the BCC fallback only when the kernel has no BTF
+#   setup-probe.sh VENV --bcc    the BCC fallback too, whatever the kernel (the tests
+#                                exercise both loaders)
+#
+# CO-RE: Debian's libbpf1 (the precompiled object ships in the package; no compiler,
+# no headers). BCC fallback:
 #   1. Debian's python3-bpfcc, linked into the venv (BCC is not on PyPI);
 #   2. kernel headers BCC can compile against: the running kernel's own if the
 #      distribution has them, else the nearest Debian linux-headers (safe because the
@@ -9,12 +17,25 @@
 # /var/cache/contention-exporter/kernel-source points at them (the exporter reads it).
 set -euo pipefail
 VENV="$1"
+WANT_BCC=0
+[ "${2:-}" = "--bcc" ] && WANT_BCC=1
 CACHE=/var/cache/contention-exporter
 log() { printf '[setup-probe] %s\n' "$*" >&2; }
 
 export DEBIAN_FRONTEND=noninteractive
 # shellcheck source=scripts/apt.sh
 . "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
+if ! dpkg -s libbpf1 >/dev/null 2>&1; then
+  apt_update
+  log "apt-get install libbpf1"
+  apt_get install -y -qq --no-install-recommends libbpf1 >&2
+fi
+if [ -e /sys/kernel/btf/vmlinux ] && [ "$WANT_BCC" -eq 0 ]; then
+  log "kernel BTF present: the CO-RE probe needs nothing else (no BCC, no headers)"
+  exit 0
+fi
+[ -e /sys/kernel/btf/vmlinux ] || log "no /sys/kernel/btf/vmlinux: preparing the BCC fallback"
+
 if ! dpkg -s python3-bpfcc >/dev/null 2>&1; then
   apt_update
   log "apt-get install python3-bpfcc"

@@ -2,8 +2,14 @@
 # Idempotent setup for contention-exporter on a Debian/Ubuntu host.
 #
 #   scripts/setup.sh            venv + the package (enough to run without the probe)
-#   scripts/setup.sh --probe    also BCC, kernel headers for BCC, tracefs (needs root)
-#   scripts/setup.sh --test     also test tools: promtool/Prometheus/Alertmanager, dev extras
+#   scripts/setup.sh --probe    also what the scheduler probe needs here (root): libbpf
+#                               for the CO-RE probe; BCC + kernel headers only when
+#                               the kernel has no BTF (the BCC fallback)
+#   scripts/setup.sh --build-bpf  also clang, llvm, libbpf-dev: to rebuild
+#                               bpf/sched_probe.bpf.o (scripts/build-bpf.sh)
+#   scripts/setup.sh --test     all of the above, BCC and its headers included (the
+#                               tests exercise both loaders), and the test tools:
+#                               promtool/Prometheus/Alertmanager, dev extras
 #
 # Everything it installs is listed here so a fresh machine needs nothing done by hand.
 set -euo pipefail
@@ -11,12 +17,15 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${CONTENTION_VENV:-$ROOT/.venv}"
 WANT_PROBE=0
+WANT_BCC=0
+WANT_BUILD=0
 WANT_TEST=0
 for arg in "$@"; do
   case "$arg" in
     --probe) WANT_PROBE=1 ;;
-    --test) WANT_TEST=1; WANT_PROBE=1 ;;
-    *) echo "setup.sh: unknown option $arg (use --probe, --test)" >&2; exit 2 ;;
+    --build-bpf) WANT_BUILD=1 ;;
+    --test) WANT_TEST=1; WANT_PROBE=1; WANT_BCC=1; WANT_BUILD=1 ;;
+    *) echo "setup.sh: unknown option $arg (use --probe, --build-bpf, --test)" >&2; exit 2 ;;
   esac
 done
 
@@ -65,13 +74,22 @@ if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
   touch "$STAMP"
 fi
 
-# --- BCC, kernel headers, tracefs (the scheduler probe) --------------------
+# --- the scheduler probe: libbpf (CO-RE); BCC, headers, tracefs (fallback) ---
 if [ "$WANT_PROBE" -eq 1 ]; then
   if is_root; then
-    "$ROOT/scripts/setup-probe.sh" "$VENV" || log "probe prerequisites incomplete; the exporter will run without the probe and say why"
+    PROBE_ARGS=()
+    [ "$WANT_BCC" -eq 1 ] && PROBE_ARGS+=(--bcc)
+    "$ROOT/scripts/setup-probe.sh" "$VENV" "${PROBE_ARGS[@]}" || log "probe prerequisites incomplete; the exporter will run without the probe and say why"
   else
-    log "not root: skipping probe prerequisites (BCC, headers, tracefs)"
+    log "not root: skipping probe prerequisites (libbpf; BCC and headers without BTF)"
   fi
+fi
+
+# --- the BPF toolchain (rebuilding the committed CO-RE object) --------------
+if [ "$WANT_BUILD" -eq 1 ]; then
+  # clang (bpf target), llvm (llvm-strip), libbpf-dev (bpf_helpers.h): Debian's, so
+  # every machine builds the same bytes (scripts/build-bpf.sh).
+  apt_install clang llvm libbpf-dev || log "BPF toolchain not installed (needs root)"
 fi
 
 # --- test tools -------------------------------------------------------------

@@ -16,7 +16,9 @@ from ..findings.thresholds import Thresholds, ThresholdsError, load_thresholds
 from ..kube import NODE_NAME_ENV, KubeConfig
 from ..probe.blame import DEFAULT_TOP_K
 from ..probe.config import ProbeConfig
+from ..probe.core import DEFAULT_BTF
 from ..probe.loader import ATTRIBUTIONS
+from ..probe.select import LOADER_CHOICES
 from ..probe.status import KERNEL_SOURCE_ORDER
 
 DEFAULT_PORT = 10366  # outside Prometheus's allocated 9100-9999 range; see README
@@ -104,6 +106,23 @@ def _add_probe_arguments(p: argparse.ArgumentParser) -> None:
         help="do not load the eBPF scheduler probe: usage and stall layers only, no culprits",
     )
     g.add_argument(
+        "--probe.loader",
+        dest="probe_loader",
+        choices=list(LOADER_CHOICES),
+        default="auto",
+        help="how to load the probe: the precompiled CO-RE object through libbpf (needs "
+        "the kernel's BTF, no compiler, no headers), BCC (compiles on the node against "
+        "kernel headers), or auto: CO-RE, else BCC (default: %(default)s)",
+    )
+    g.add_argument(
+        "--probe.btf",
+        dest="probe_btf",
+        default=DEFAULT_BTF,
+        metavar="FILE",
+        help="the kernel BTF the CO-RE probe is relocated against, e.g. a BTFHub file "
+        "for a kernel built without /sys/kernel/btf (default: %(default)s)",
+    )
+    g.add_argument(
         "--probe.attribution",
         dest="probe_attribution",
         choices=list(ATTRIBUTIONS),
@@ -125,7 +144,8 @@ def _add_probe_arguments(p: argparse.ArgumentParser) -> None:
         dest="probe_kernel_source",
         default=None,
         metavar="DIR",
-        help=f"kernel headers for BCC (default: the first of {KERNEL_SOURCE_ORDER} that " "exists)",
+        help="kernel headers for the BCC loader (default: the first of "
+        f"{KERNEL_SOURCE_ORDER} that exists)",
     )
     g.add_argument(
         "--probe.top-k",
@@ -205,6 +225,8 @@ def agent_config(args: argparse.Namespace, render: str = "pass") -> AgentConfig:
             min_wait_us=args.probe_min_wait_us,
             kernel_source=args.probe_kernel_source,
             top_k=args.probe_top_k,
+            loader=args.probe_loader,
+            btf_path=args.probe_btf,
         ),
         kube=KubeConfig(
             enabled=args.kubernetes,

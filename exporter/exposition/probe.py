@@ -8,7 +8,7 @@ Per victim (labels ``cgroup, namespace, pod, container``):
   over the window, with ``culprit_kind, culprit, culprit_cgroup, culprit_namespace,
   culprit_pod, culprit_container`` (join on the culprit's own ``cgroup`` series).
 
-Per node: ``contention_probe_loaded{reason}``, ``contention_probe_unknown_blame_ratio``,
+Per node: ``contention_probe_loaded{loader, reason}``, ``contention_probe_unknown_blame_ratio``,
 map occupancy, capacity and update failures, sched_switch events seen, and the
 programs' kernel run time (non-zero only with ``kernel.bpf_stats_enabled=1``).
 
@@ -65,10 +65,11 @@ def build_probe_families(
     containers plus the window's ``others``)."""
     loaded = GaugeMetricFamily(
         "contention_probe_loaded",
-        "1 when the scheduler probe is attached; reason says why not.",
-        labels=["reason"],
+        "1 when the scheduler probe is attached; loader says which (core or bcc), reason "
+        "why not, or why the preferred CO-RE loader did not when BCC loaded instead.",
+        labels=["loader", "reason"],
     )
-    loaded.add_metric([status.reason], 1.0 if status.loaded else 0.0)
+    loaded.add_metric([status.loader, status.reason], 1.0 if status.loaded else 0.0)
     families: list[Metric] = [loaded]
     if not status.loaded:
         return families

@@ -6,7 +6,9 @@ import logging
 from dataclasses import dataclass
 
 from .blame import DEFAULT_TOP_K
+from .core import DEFAULT_BTF
 from .loader import ATTRIBUTIONS, SchedProbe
+from .select import LOADER_CHOICES
 
 log = logging.getLogger(__name__)
 
@@ -18,8 +20,12 @@ class ProbeConfig:
     min_wait_us: float = 50.0  # shorter waits stay out of the blame matrix
     kernel_source: str | None = None  # BCC headers; None: status.find_kernel_source()
     top_k: int = DEFAULT_TOP_K  # culprits exported per victim
+    loader: str = "auto"  # one of LOADER_CHOICES: CO-RE, else BCC (docs/probe.md)
+    btf_path: str = DEFAULT_BTF  # the kernel BTF the CO-RE object is relocated against
 
     def __post_init__(self) -> None:
+        if self.loader not in LOADER_CHOICES:
+            raise ValueError(f"probe loader must be one of {LOADER_CHOICES}")
         if self.attribution not in ATTRIBUTIONS:
             raise ValueError(f"probe attribution must be one of {ATTRIBUTIONS}")
         if self.top_k < 1:
@@ -38,6 +44,8 @@ def open_probe(cfg: ProbeConfig, procfs: str = "/proc") -> SchedProbe:
         min_wait_us=cfg.min_wait_us,
         kernel_source=cfg.kernel_source,
         procfs=procfs,
+        loader=cfg.loader,
+        btf_path=cfg.btf_path,
     )
-    probe.load()  # logs "loaded", or why not, itself
+    probe.load()  # logs one line: which loader loaded it, or why none did
     return probe

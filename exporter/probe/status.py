@@ -1,7 +1,8 @@
-"""Whether the scheduler probe can load here, and why not: checked before compiling.
+"""Whether the scheduler probe can load here, and why not.
 
 The exporter runs fine without the probe (usage and stall layers keep working); the
-reason is exported as ``contention_probe_loaded{reason}``.
+loader that loaded it and the reason are exported as
+``contention_probe_loaded{loader, reason}`` (docs/troubleshooting.md lists them).
 """
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ REASON_NO_BCC = "no-bcc"  # the bcc Python module does not import
 REASON_COMPILE_ERROR = "compile-error"  # clang failed, or the verifier rejected it
 REASON_ATTACH_ERROR = "attach-error"  # loaded but could not attach to a tracepoint
 REASON_NOT_LOADED = "not-loaded"  # load() not called yet
+# CO-RE loader
+REASON_NO_BTF = "no-btf"  # no /sys/kernel/btf/vmlinux (kernel without CONFIG_DEBUG_INFO_BTF)
+REASON_LIBBPF_MISSING = "libbpf-missing"  # libbpf.so.1 does not load
+REASON_LIBBPF_TOO_OLD = "libbpf-too-old"  # it lacks a function the loader needs
+REASON_NO_OBJECT = "no-object"  # the compiled object is missing from the package
+REASON_NO_TRACEPOINT = "no-tracepoint"  # a sched tracepoint is missing from the BTF
+REASON_VERIFIER = "verifier"  # the kernel's verifier rejected the object
+REASON_LOAD_ERROR = "load-error"  # libbpf could not prepare it (e.g. a CO-RE relocation)
 REASONS = (
     REASON_DISABLED,
     REASON_NOT_ROOT,
@@ -27,7 +36,15 @@ REASONS = (
     REASON_COMPILE_ERROR,
     REASON_ATTACH_ERROR,
     REASON_NOT_LOADED,
+    REASON_NO_BTF,
+    REASON_LIBBPF_MISSING,
+    REASON_LIBBPF_TOO_OLD,
+    REASON_NO_OBJECT,
+    REASON_NO_TRACEPOINT,
+    REASON_VERIFIER,
+    REASON_LOAD_ERROR,
 )
+LOADERS = ("core", "bcc")
 
 # What scripts/setup-probe.sh prepares: the running kernel's headers, or the nearest ones.
 DEFAULT_KERNEL_SOURCE = "/var/cache/contention-exporter/kernel-source"
@@ -41,9 +58,12 @@ _CAP_BPF = 39
 @dataclass(frozen=True, slots=True)
 class ProbeStatus:
     loaded: bool
-    reason: str  # "" when loaded, else one of REASONS
-    detail: str  # for humans: what exactly is missing or failed
+    # Not loaded: why (one of REASONS). Loaded by the fallback (BCC) while CO-RE was
+    # wanted: why CO-RE did not load. Loaded as asked: "".
+    reason: str
+    detail: str  # for humans: what loaded, or what exactly is missing or failed
     attribution: str  # "occupancy" or "last-runner"
+    loader: str = ""  # "core" or "bcc" when loaded
 
 
 def effective_caps(procfs: str = "/proc") -> int | None:

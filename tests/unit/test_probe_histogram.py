@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 import pytest
 
 from exporter.probe import RUNQ_BOUNDS_S, RUNQ_SLOTS, cumulative_buckets
+from exporter.probe.backend import ProbeKnobs
+from exporter.probe.bcc import cflags
+from exporter.probe.decode import KNOBS, RUNQ_MAX_BOUNDS, pack_knobs
 from exporter.probe.histogram import (
     bounds_ns,
     count_le,
@@ -16,7 +20,6 @@ from exporter.probe.histogram import (
     quantile_at_least,
     slot_for,
 )
-from exporter.probe.loader import SchedProbe
 
 
 def prom_bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
@@ -62,7 +65,8 @@ def test_bad_bounds_are_rejected(bad: tuple[float, ...]) -> None:
 
 
 def test_cflags_carry_the_same_bounds() -> None:
-    flags = SchedProbe(min_wait_us=75).cflags(__import__("pathlib").Path("/x"))
+    """BCC gets the Python bounds as -D cflags..."""
+    flags = cflags(ProbeKnobs(min_wait_us=75), Path("/x"))
     joined = " ".join(flags)
     assert f"-DRUNQ_NBOUNDS={len(RUNQ_BOUNDS_S)}" in flags
     bounds_flag = next(f for f in flags if f.startswith("-DRUNQ_BOUNDS_NS="))
@@ -71,8 +75,21 @@ def test_cflags_carry_the_same_bounds() -> None:
     assert "-DATTR_OCCUPANCY=1" in flags
     assert "-DMIN_WAIT_NS=75000ULL" in flags
     assert "-I/x" in joined
-    last = SchedProbe(attribution="last-runner").cflags(__import__("pathlib").Path("/x"))
+    last = cflags(ProbeKnobs(attribution="last-runner"), Path("/x"))
     assert "-DATTR_OCCUPANCY=0" in last
+
+
+def test_core_knobs_carry_the_same_bounds() -> None:
+    """...and the CO-RE object the same numbers in its read-only knobs."""
+    raw = pack_knobs(bounds_ns(), 75_000, 32, 65536, True, True, False)
+    vals = KNOBS.unpack(raw)
+    n = len(RUNQ_BOUNDS_S)
+    assert tuple(vals[:n]) == bounds_ns() and all(v == 0 for v in vals[n:RUNQ_MAX_BOUNDS])
+    min_wait, nbounds, ring_mask, max_pids, occ, has_state, ktime = vals[RUNQ_MAX_BOUNDS:]
+    assert (min_wait, nbounds, ring_mask, max_pids) == (75_000, n, 31, 65536)
+    assert (occ, has_state, ktime) == (1, 1, 0)
+    with pytest.raises(ValueError):
+        pack_knobs(tuple(range(1, RUNQ_MAX_BOUNDS + 2)), 0, 32, 1, True, True, False)
 
 
 def test_slot_boundaries_are_inclusive_upper_bounds() -> None:

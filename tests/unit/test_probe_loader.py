@@ -1,10 +1,8 @@
-"""The probe loader without a kernel: preflight reasons, and poll/prune on fake maps."""
+"""The probe without a kernel: preflight and BCC reasons, and poll/prune on stand-in maps."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -66,20 +64,20 @@ def status_of(tmp_path: Path, **kw: Any) -> tuple[str, str]:
 
 
 def test_load_reasons_in_order(tmp_path: Path) -> None:
+    """Preflight (both loaders), then the BCC loader's own checks in order."""
     root = fake_proc(tmp_path / "root", ROOT_CAPS)
     user = fake_proc(tmp_path / "user", NO_CAPS)
     tfs = fake_tracefs(tmp_path, ALL_TP)
     (tmp_path / "k" / "include").mkdir(parents=True)
     ksrc = str(tmp_path / "k")
+    bcc = {"loader": "bcc", "procfs": root}
     assert status_of(tmp_path, enabled=False)[0] == "disabled"
     assert status_of(tmp_path, procfs=user, tracefs=tfs)[0] == "not-root"
-    assert status_of(tmp_path, procfs=root, tracefs=str(tmp_path / "none"))[0] == "no-tracefs"
-    reason, detail = status_of(
-        tmp_path, procfs=root, tracefs=tfs, kernel_source=str(tmp_path / "nok")
-    )
+    assert status_of(tmp_path, tracefs=str(tmp_path / "none"), **bcc)[0] == "no-tracefs"
+    reason, detail = status_of(tmp_path, tracefs=tfs, kernel_source=str(tmp_path / "nok"), **bcc)
     assert reason == "no-headers" and "setup-probe.sh" in detail
     reason, detail = status_of(
-        tmp_path, procfs=root, tracefs=tfs, kernel_source=ksrc, bpf_dir=str(tmp_path)
+        tmp_path, tracefs=tfs, kernel_source=ksrc, bpf_dir=str(tmp_path), **bcc
     )
     assert reason == "compile-error" and "sched_probe.c" in detail
 
@@ -116,6 +114,9 @@ def test_pid_capacity_counts_direct_and_hashed_slots() -> None:
         {"ring_slots": 12},
         {"max_cgroups": 0},
         {"max_blame": 0},
+        {"ring_slots": 128},
+        {"bounds_s": tuple(i / 1000 for i in range(1, 30))},
+        {"loader": "ebpf"},
     ],
 )
 def test_bad_knobs(kw: dict[str, Any]) -> None:
@@ -123,71 +124,55 @@ def test_bad_knobs(kw: dict[str, Any]) -> None:
         SchedProbe(**kw)
 
 
-# --- fake BCC maps -------------------------------------------------------------------
+# --- fake maps ------------------------------------------------------------------------
+# The poll/diff/prune logic is loader-neutral (it sees a ProbeMaps). These stand-ins
+# replace the kernel maps so that logic can be driven through exact sequences here;
+# the real maps are exercised by tests/integration/test_probe_kernel.py.
 
 
-class FakeTable:
-    def __init__(self, kind: str, capacity: int = 1000) -> None:
-        self.kind = kind
-        self.data: dict[Any, Any] = {}
-        self.capacity = capacity
+class FakeMaps:
+    loader = "core"
+    detail = "fake"
 
-    def Key(self, *a: int) -> Any:
-        return a[0] if len(a) == 1 else tuple(a)
-
-    def Leaf(self, v: int) -> Any:
-        return v
-
-    def __setitem__(self, k: Any, v: Any) -> None:
-        if k not in self.data and len(self.data) >= self.capacity:
-            raise Exception("Could not update table: E2BIG")
-        self.data[k] = v
-
-    def __delitem__(self, k: Any) -> None:
-        del self.data[k]
-
-    def items_lookup_batch(self) -> Iterator[tuple[Any, Any]]:
-        for k, v in list(self.data.items()):
-            if self.kind == "runq":
-                yield k, SimpleNamespace(slots=v[:-1], sum_ns=v[-1])
-            else:
-                yield (
-                    SimpleNamespace(victim=k[0], culprit=k[1]),
-                    SimpleNamespace(wait_ns=v[0], events=v[1]),
-                )
-
-
-class FakeBPF:
     def __init__(self, ncpu: int = 2, tracked_cap: int = 1000) -> None:
-        self.tables = {
-            "tracked": FakeTable("tracked", tracked_cap),
-            "runq": FakeTable("runq"),
-            "blame": FakeTable("blame"),
-        }
+        self.tracked: set[int] = set()
+        self.tracked_cap = tracked_cap
+        self.runq: dict[int, tuple[int, ...]] = {}
+        self.blame: dict[tuple[int, int], tuple[int, ...]] = {}
         self.stats = [[0] * len(STAT_NAMES) for _ in range(ncpu)]
-        self.funcs: dict[bytes, Any] = {}
-        self.cleaned = False
+        self.closed = False
 
-    def __getitem__(self, raw: bytes) -> Any:
-        assert isinstance(raw, bytes), "BCC wants bytes map names"
-        name = raw.decode()
-        if name == "cpu_states":
-            return _PerCpu(self.stats)
-        return self.tables[name]
+    def track(self, cgroup_id: int) -> None:
+        if cgroup_id not in self.tracked and len(self.tracked) >= self.tracked_cap:
+            raise OSError(7, "E2BIG")
+        self.tracked.add(cgroup_id)
+
+    def untrack(self, cgroup_id: int) -> None:
+        self.tracked.discard(cgroup_id)
+
+    def read_runq(self) -> dict[int, tuple[int, ...]]:
+        return dict(self.runq)
+
+    def read_blame(self) -> dict[tuple[int, int], tuple[int, ...]]:
+        return dict(self.blame)
+
+    def read_stats(self) -> tuple[int, ...]:
+        return tuple(sum(col) for col in zip(*self.stats, strict=True))
+
+    def delete_runq(self, victim: int) -> bool:
+        return self.runq.pop(victim, None) is not None
+
+    def delete_blame(self, victim: int, culprit: int) -> bool:
+        return self.blame.pop((victim, culprit), None) is not None
+
+    def program_fds(self) -> dict[str, int]:
+        return {}
+
+    def close(self) -> None:
+        self.closed = True
 
     def bump(self, name: str, n: int, cpu: int = 0) -> None:
         self.stats[cpu][STAT_NAMES.index(name)] += n
-
-    def cleanup(self) -> None:
-        self.cleaned = True
-
-
-class _PerCpu:
-    def __init__(self, stats: list[list[int]]) -> None:
-        self.stats = stats
-
-    def __getitem__(self, key: Any) -> list[Any]:
-        return [SimpleNamespace(stats=s) for s in self.stats]
 
 
 def hist(slot: int, n: int, sum_ns: int) -> tuple[int, ...]:
@@ -197,21 +182,21 @@ def hist(slot: int, n: int, sum_ns: int) -> tuple[int, ...]:
     return tuple(v)
 
 
-def loaded_probe(fake: FakeBPF) -> SchedProbe:
+def loaded_probe(fake: FakeMaps) -> SchedProbe:
     p = SchedProbe()
-    p._bpf = fake  # what load() sets after compiling
+    p._maps = fake  # what load() sets once a loader has loaded it
     return p
 
 
 def test_poll_diffs_and_names_special_culprits() -> None:
-    fake = FakeBPF()
+    fake = FakeMaps()
     p = loaded_probe(fake)
     p.set_tracked([100, 200])
-    assert set(fake.tables["tracked"].data) == {100, 200}
-    fake.tables["runq"].data[100] = hist(0, 5, 5_000)
-    fake.tables["blame"].data[(100, 0)] = (1_000_000, 2)
-    fake.tables["blame"].data[(100, UNATTRIBUTED_KEY)] = (500_000, 1)
-    fake.tables["blame"].data[(100, 300)] = (2_000_000_000, 4)
+    assert fake.tracked == {100, 200}
+    fake.runq[100] = hist(0, 5, 5_000)
+    fake.blame[(100, 0)] = (1_000_000, 2)
+    fake.blame[(100, UNATTRIBUTED_KEY)] = (500_000, 1)
+    fake.blame[(100, 300)] = (2_000_000_000, 4)
     fake.bump("switches", 10)
     fake.bump("switches", 7, cpu=1)
     d = p.poll()
@@ -226,48 +211,48 @@ def test_poll_diffs_and_names_special_culprits() -> None:
 
     # Nothing new: empty delta. Then growth, then a reset (key re-created).
     assert p.poll().runq == {}
-    fake.tables["runq"].data[100] = hist(0, 8, 9_000)
+    fake.runq[100] = hist(0, 8, 9_000)
     fake.bump("switches", 3)
     d = p.poll()
     assert d.runq[100].counts[0] == 3 and d.context_switches == 3
-    fake.tables["runq"].data[100] = hist(1, 2, 1_000)  # deleted and re-created
+    fake.runq[100] = hist(1, 2, 1_000)  # deleted and re-created
     d = p.poll()
     assert d.runq[100].counts[:2] == [0, 2]
     tot = p.runq_totals()[100]
     assert tot.counts[0] == 8 and tot.counts[1] == 2  # monotonic across the reset
     p.close()
-    assert fake.cleaned and not p.loaded
+    assert fake.closed and not p.loaded
 
 
 def test_prune_removes_dead_victims_and_culprits() -> None:
-    fake = FakeBPF()
+    fake = FakeMaps()
     p = loaded_probe(fake)
     p.set_tracked([100, 200])
-    fake.tables["runq"].data[100] = hist(0, 1, 1)
-    fake.tables["runq"].data[200] = hist(0, 1, 1)
-    fake.tables["blame"].data[(100, 200)] = (1, 1)
-    fake.tables["blame"].data[(100, 999)] = (1, 1)  # culprit cgroup gone
-    fake.tables["blame"].data[(100, 0)] = (1, 1)  # idle: never pruned
-    fake.tables["blame"].data[(100, 1)] = (1, 1)  # root: never pruned
-    fake.tables["blame"].data[(200, 100)] = (1, 1)
+    fake.runq[100] = hist(0, 1, 1)
+    fake.runq[200] = hist(0, 1, 1)
+    fake.blame[(100, 200)] = (1, 1)
+    fake.blame[(100, 999)] = (1, 1)  # culprit cgroup gone
+    fake.blame[(100, 0)] = (1, 1)  # idle: never pruned
+    fake.blame[(100, 1)] = (1, 1)  # root: never pruned
+    fake.blame[(200, 100)] = (1, 1)
     p.poll()
     removed = p.prune([1, 100])  # 200 and 999 are gone
     assert removed == 4
-    assert set(fake.tables["runq"].data) == {100}
-    assert set(fake.tables["blame"].data) == {(100, 0), (100, 1)}
-    assert set(fake.tables["tracked"].data) == {100}
+    assert set(fake.runq) == {100}
+    assert set(fake.blame) == {(100, 0), (100, 1)}
+    assert fake.tracked == {100}
     assert 200 not in p.runq_totals()
     # 200 comes back as a new cgroup id reuse: a fresh baseline, not a negative delta.
     p.set_tracked([100, 200])
-    fake.tables["runq"].data[200] = hist(2, 1, 7)
+    fake.runq[200] = hist(2, 1, 7)
     assert p.poll().runq[200].counts[2] == 1
 
 
 def test_tracked_map_full_is_counted_not_raised() -> None:
-    fake = FakeBPF(tracked_cap=2)
+    fake = FakeMaps(tracked_cap=2)
     p = loaded_probe(fake)
     p.set_tracked([1, 2, 3, 4])
-    assert len(fake.tables["tracked"].data) == 2
+    assert len(fake.tracked) == 2
     d = p.poll()
     assert d.update_failures["tracked"] == 2
     assert p.totals().update_failures["tracked"] == 2
@@ -276,7 +261,7 @@ def test_tracked_map_full_is_counted_not_raised() -> None:
 
 
 def test_kernel_failure_counters_are_reported_as_deltas() -> None:
-    fake = FakeBPF()
+    fake = FakeMaps()
     p = loaded_probe(fake)
     fake.bump("fail_blame", 4)
     fake.bump("pids_inserted", 10)

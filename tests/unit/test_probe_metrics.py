@@ -137,6 +137,18 @@ def test_not_loaded_exports_only_the_reason() -> None:
     assert samples(text) == [("contention_probe_loaded", {"reason": "no-headers"}, 0.0)]
 
 
+@pytest.mark.parametrize(
+    ("loader", "reason"), [("core", ""), ("bcc", ""), ("bcc", "verifier"), ("bcc", "no-btf")]
+)
+def test_loaded_says_which_loader_and_why_not_the_other(loader: str, reason: str) -> None:
+    """BCC loaded as the fallback: reason says why CO-RE did not load."""
+    st = ProbeStatus(True, reason, "detail", "occupancy", loader)
+    text = expose(list(build_probe_families([], IDS, st, None)))
+    loaded = [s for s in samples(text) if s[0] == "contention_probe_loaded"]
+    want = {"loader": loader} | ({"reason": reason} if reason else {})
+    assert loaded == [("contention_probe_loaded", want, 1.0)]
+
+
 def test_families_exposition(tmp_path: Path) -> None:
     h = RunqHistogram()
     h.counts[0] = 90

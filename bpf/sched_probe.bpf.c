@@ -1,0 +1,317 @@
+/* contention-exporter scheduler probe, CO-RE flavour (the primary one).
+ *
+ * Compiled once (scripts/build-bpf.sh -> bpf/sched_probe.bpf.o, committed) and loaded
+ * by libbpf, which relocates every task_struct access against the running kernel's
+ * BTF: no headers and no compiler on the node. Same maps, counters and semantics as
+ * the BCC program (sched_probe.c); layouts and the attribution logic are shared
+ * (sched_probe.h, sched_probe_logic.h); docs/probe.md explains both.
+ *
+ * BTF-enabled tracepoints hand the programs the task_structs themselves, so:
+ *   - a task's cgroup is read from the task (task->cgroups->dfl_cgrp->kn->id) when it
+ *     is woken: no pid -> cgroup cache, no "unknown pid" wakeups;
+ *   - the clock is the scheduler's own: the run queue clock the kernel has just
+ *     updated for this switch (rq->clock), and at wakeup the enqueue time the kernel
+ *     stamped on the task (sched_info.last_queued, same clock). No clock read at all;
+ *     these are the timestamps behind the kernel's own run-delay accounting
+ *     (/proc/<pid>/schedstat), which the real-kernel tests compare against. Kernels
+ *     without those members (CONFIG_SCHED_INFO or CONFIG_FAIR_GROUP_SCHED off) fall
+ *     back to bpf_ktime_get_ns(), as does the use_ktime knob.
+ *
+ * Kernel differences handled here: prev_state became a sched_switch argument in 5.18
+ * (before, it is read from the task: `__state` since 5.14, `state` before).
+ * Counters are never reset here: userspace diffs successive reads.
+ */
+#include "sched_probe_kernel.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include "sched_probe.h"
+
+/* Tracing helpers need a GPL-compatible license string (BCC declares the same). */
+char LICENSE[] SEC("license") = "GPL";
+
+/* Defaults only; the loader (exporter/probe/core.py) always writes every field. */
+const volatile struct probe_knobs knobs SEC(".rodata.knobs") = {
+	.bounds_ns = {20000000ULL, 200000000ULL},
+	.nbounds = 2,
+	.min_wait_ns = 50000ULL,
+	.ring_mask = 31,
+	.max_pids = 65536,
+	.occupancy = 1,
+	.switch_has_state = 1,
+};
+
+/* Sizes are set by the loader before load (bpf_map__set_max_entries). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, u64);
+	__type(value, u8);
+} tracked SEC(".maps"); /* victims, written by userspace */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 65536);
+	__type(key, u32);
+	__type(value, struct pid_state);
+} pid_direct SEC(".maps"); /* pid < max_pids: slot = pid */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, u32);
+	__type(value, struct pid_state);
+} pid_hashed SEC(".maps"); /* pid >= max_pids */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, u64);
+	__type(value, struct runq_hist);
+} runq SEC(".maps"); /* victim -> histogram */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768);
+	__type(key, struct blame_key);
+	__type(value, struct blame_cell);
+} blame SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct cpu_state);
+} cpu_states SEC(".maps");
+
+#define EXIT_ZOMBIE_OR_DEAD 0x30 /* task->exit_state at its last switch-out */
+
+static __always_inline struct cpu_state *this_cpu(void)
+{
+	u32 zero = 0;
+	return bpf_map_lookup_elem(&cpu_states, &zero);
+}
+
+static __always_inline bool rq_clock_usable(void)
+{
+	return bpf_core_field_exists(struct sched_info, last_queued) &&
+	       bpf_core_field_exists(struct sched_entity, cfs_rq) &&
+	       bpf_core_field_exists(struct cfs_rq, rq) && !knobs.use_ktime;
+}
+
+/* Now, at a switch: the clock the scheduler updated for this very switch. prev is
+ * the task on this CPU, so its entity's run queue is this CPU's. */
+static __always_inline u64 switch_clock(struct task_struct *prev)
+{
+	if (rq_clock_usable())
+		return prev->se.cfs_rq->rq->clock;
+	return bpf_ktime_get_ns();
+}
+
+/* When a woken task was queued (0: it is not on a run queue, so not waiting). */
+static __always_inline u64 queued_at(struct task_struct *p)
+{
+	if (rq_clock_usable())
+		return p->sched_info.last_queued;
+	return bpf_ktime_get_ns();
+}
+
+static __always_inline u64 task_cgroup(struct task_struct *p)
+{
+	return p->cgroups->dfl_cgrp->kn->id;
+}
+
+/* Still runnable at switch-out: preempted, or its state is TASK_RUNNING. */
+static __always_inline bool prev_runnable(u64 *ctx, struct task_struct *prev)
+{
+	if (ctx[0]) /* preempt */
+		return true;
+	if (knobs.switch_has_state)
+		return (u32)ctx[3] == 0;
+	if (bpf_core_field_exists(prev->__state))
+		return prev->__state == 0;
+	return ((struct task_struct___pre514 *)prev)->state == 0;
+}
+
+static __always_inline struct pid_state *pid_find(u32 pid)
+{
+	if (pid < knobs.max_pids)
+		return bpf_map_lookup_elem(&pid_direct, &pid);
+	return bpf_map_lookup_elem(&pid_hashed, &pid);
+}
+
+/* The entry of a tracked task, created if need be (NULL: the hash part is full). */
+static __always_inline struct pid_state *pid_entry(struct cpu_state *st, u32 pid, u64 cgroup)
+{
+	struct pid_state *ps = pid_find(pid);
+	if (ps) {
+		if (ps->cgroup != cgroup) {
+			if (ps->cgroup == 0) /* an empty direct slot */
+				st->stats[STAT_PIDS_INSERTED]++;
+			ps->cgroup = cgroup;
+		}
+		return ps;
+	}
+	if (pid < knobs.max_pids) /* for the verifier: a direct lookup never fails */
+		return NULL;
+	struct pid_state fresh = {.cgroup = cgroup};
+	int err = bpf_map_update_elem(&pid_hashed, &pid, &fresh, BPF_NOEXIST);
+	ps = bpf_map_lookup_elem(&pid_hashed, &pid);
+	if (err == 0)
+		st->stats[STAT_PIDS_INSERTED]++;
+	else if (!ps) /* not a lost race: the map is full */
+		st->stats[STAT_FAIL_PIDS]++;
+	return ps;
+}
+
+static __always_inline void forget_pid(struct cpu_state *st, u32 pid)
+{
+	struct pid_state *ps = pid_find(pid);
+	if (!ps || ps->cgroup == 0)
+		return;
+	if (ps->since != 0)
+		st->stats[STAT_START_DELETED]++;
+	if (pid < knobs.max_pids) {
+		ps->since = 0;
+		ps->cgroup = 0;
+		st->stats[STAT_PIDS_DELETED]++;
+	} else if (bpf_map_delete_elem(&pid_hashed, &pid) == 0) {
+		st->stats[STAT_PIDS_DELETED]++;
+	}
+}
+
+static __always_inline bool is_tracked(u64 cgroup)
+{
+	return bpf_map_lookup_elem(&tracked, &cgroup) != NULL;
+}
+
+/* Add `ns` of `victim`'s wait to `culprit`'s cell. */
+static __always_inline void blame_add(struct cpu_state *st, u64 victim, u64 culprit, u64 ns)
+{
+	struct blame_key key = {.victim = victim, .culprit = culprit};
+	struct blame_cell *cell = bpf_map_lookup_elem(&blame, &key);
+	if (!cell) {
+		struct blame_cell zero = {};
+		if (bpf_map_update_elem(&blame, &key, &zero, BPF_NOEXIST) != 0 &&
+		    !bpf_map_lookup_elem(&blame, &key)) {
+			st->stats[STAT_FAIL_BLAME]++;
+			return;
+		}
+		cell = bpf_map_lookup_elem(&blame, &key);
+		if (!cell)
+			return;
+	}
+	__sync_fetch_and_add(&cell->wait_ns, ns);
+	__sync_fetch_and_add(&cell->events, 1);
+}
+
+#define KNOB_RING_MASK knobs.ring_mask
+#define KNOB_NBOUNDS knobs.nbounds
+#define KNOB_BOUND(i) knobs.bounds_ns[i]
+#include "sched_probe_logic.h"
+
+static __always_inline void record_histogram(struct cpu_state *st, u64 victim, u64 delta)
+{
+	u32 slot = hist_slot(delta);
+	struct runq_hist *h = bpf_map_lookup_elem(&runq, &victim);
+	if (!h) {
+		struct runq_hist zero = {};
+		if (bpf_map_update_elem(&runq, &victim, &zero, BPF_NOEXIST) != 0 &&
+		    !bpf_map_lookup_elem(&runq, &victim)) {
+			st->stats[STAT_FAIL_RUNQ]++;
+			return;
+		}
+		h = bpf_map_lookup_elem(&runq, &victim);
+		if (!h)
+			return;
+	}
+	if (slot >= RUNQ_MAX_SLOTS) /* for the verifier */
+		return;
+	__sync_fetch_and_add(&h->slots[slot], 1);
+	__sync_fetch_and_add(&h->sum_ns, delta);
+	st->stats[STAT_RUNQ_EVENTS]++;
+}
+
+/* sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next
+ *              [, unsigned int prev_state since 5.18]) */
+SEC("tp_btf/sched_switch")
+int handle_sched_switch(u64 *ctx)
+{
+	struct task_struct *prev = (struct task_struct *)ctx[1];
+	struct task_struct *next = (struct task_struct *)ctx[2];
+	struct cpu_state *st = this_cpu();
+	if (!st)
+		return 0;
+	st->stats[STAT_SWITCHES]++;
+	u64 now = switch_clock(prev);
+
+	u32 prev_pid = prev->pid;
+	u64 prev_cgroup = CULPRIT_IDLE_KEY;
+	if (prev_pid != 0) {
+		prev_cgroup = task_cgroup(prev);
+		if (prev_runnable(ctx, prev)) {
+			if (is_tracked(prev_cgroup))
+				mark_waiting(st, pid_entry(st, prev_pid, prev_cgroup), prev_cgroup,
+					     now);
+		} else if (prev->exit_state & EXIT_ZOMBIE_OR_DEAD) {
+			forget_pid(st, prev_pid);
+		}
+	}
+	if (knobs.occupancy)
+		push_slice(st, prev_cgroup, now);
+
+	/* next: did a tracked task just finish waiting? */
+	u32 next_pid = next->pid;
+	if (next_pid == 0)
+		return 0;
+	struct pid_state *ps = pid_find(next_pid);
+	if (!ps)
+		return 0;
+	u64 since = ps->since;
+	if (since == 0)
+		return 0;
+	u64 victim = ps->victim;
+	ps->since = 0;
+	st->stats[STAT_START_DELETED]++;
+	if (now <= since)
+		return 0;
+	u64 delta = now - since;
+	record_histogram(st, victim, delta);
+	if (delta < knobs.min_wait_ns)
+		return 0;
+	st->stats[STAT_BLAME_EVENTS]++;
+	if (knobs.occupancy)
+		attribute_wait(st, victim, since, now);
+	else
+		blame_add(st, victim, prev_cgroup, delta);
+	return 0;
+}
+
+/* A woken (or new) task that is now queued starts waiting if its cgroup is tracked. */
+static __always_inline int on_wakeup(struct task_struct *p)
+{
+	u64 since = queued_at(p);
+	if (since == 0)
+		return 0;
+	u64 cgroup = task_cgroup(p);
+	if (!is_tracked(cgroup))
+		return 0;
+	struct cpu_state *st = this_cpu();
+	if (!st)
+		return 0;
+	mark_waiting(st, pid_entry(st, p->pid, cgroup), cgroup, since);
+	return 0;
+}
+
+/* sched_wakeup(struct task_struct *p) */
+SEC("tp_btf/sched_wakeup")
+int handle_sched_wakeup(u64 *ctx)
+{
+	return on_wakeup((struct task_struct *)ctx[0]);
+}
+
+/* sched_wakeup_new(struct task_struct *p): the new task is already in its cgroup. */
+SEC("tp_btf/sched_wakeup_new")
+int handle_sched_wakeup_new(u64 *ctx)
+{
+	return on_wakeup((struct task_struct *)ctx[0]);
+}

@@ -1,0 +1,96 @@
+/* The map-free parts of the scheduler probe, shared by the CO-RE program
+ * (sched_probe.bpf.c) and the BCC program (sched_probe.c) so both attribute alike.
+ *
+ * The includer defines, before including this file:
+ *   KNOB_RING_MASK      ring slots in use - 1 (a power of two - 1, < RING_MAX_SLOTS)
+ *   KNOB_NBOUNDS        finite histogram bounds in use (<= RUNQ_MAX_BOUNDS)
+ *   KNOB_BOUND(i)       the i-th bound in ns
+ *   blame_add(st, victim, culprit, ns)   adds ns to a matrix cell (its map, its way)
+ */
+#ifndef CONTENTION_SCHED_PROBE_LOGIC_H
+#define CONTENTION_SCHED_PROBE_LOGIC_H
+
+/* The histogram slot of a wait: the first bound that holds it, else the overflow. */
+static __always_inline u32 hist_slot(u64 delta)
+{
+	u32 slot = KNOB_NBOUNDS;
+#pragma clang loop unroll(full)
+	for (u32 i = 0; i < RUNQ_MAX_BOUNDS; i++) {
+		if (i < KNOB_NBOUNDS && delta <= KNOB_BOUND(i)) {
+			slot = i;
+			break;
+		}
+	}
+	return slot;
+}
+
+/* The task of entry `ps` (NULL: no entry could be had), in tracked `cgroup`, became
+ * runnable at `now`. An entry left by a wakeup that found the task still on its CPU
+ * (it never waited) is overwritten: the latest start is the true one. */
+static __always_inline void mark_waiting(struct cpu_state *st, struct pid_state *ps,
+					 u64 cgroup, u64 now)
+{
+	if (!ps) {
+		st->stats[STAT_FAIL_START]++;
+		return;
+	}
+	if (ps->since == 0)
+		st->stats[STAT_START_INSERTED]++;
+	ps->since = now;
+	ps->victim = cgroup;
+	st->stats[STAT_ENQUEUES]++;
+}
+
+/* The task that ran on this CPU over [st->last_switch, now] was `who`. */
+static __always_inline void push_slice(struct cpu_state *st, u64 who, u64 now)
+{
+	u64 start = st->last_switch;
+	st->last_switch = now;
+	if (start == 0 || now <= start)
+		return;
+	u32 head = st->head & KNOB_RING_MASK & (RING_MAX_SLOTS - 1);
+	struct run_slice *s = &st->ring[head];
+	if (st->used > 0 && s->cgroup == who && s->end == start) {
+		s->end = now; /* same cgroup again: extend its slice */
+		return;
+	}
+	head = (head + 1) & KNOB_RING_MASK & (RING_MAX_SLOTS - 1);
+	st->head = head;
+	s = &st->ring[head];
+	s->cgroup = who;
+	s->start = start;
+	s->end = now;
+	if (st->used <= KNOB_RING_MASK)
+		st->used++;
+}
+
+/* Split a wait over [since, now] across the slices it overlapped. The loop has no
+ * early exit so that clang unrolls it fully (the verifier handles straight-line code
+ * far better than a loop with map calls in it). */
+static __always_inline void attribute_wait(struct cpu_state *st, u64 victim, u64 since,
+					   u64 now)
+{
+	u64 covered = 0;
+	u32 head = st->head;
+	u32 used = st->used;
+#pragma clang loop unroll(full)
+	for (u32 i = 0; i < RING_MAX_SLOTS; i++) {
+		struct run_slice *s = &st->ring[(head - i) & KNOB_RING_MASK & (RING_MAX_SLOTS - 1)];
+		u64 end = s->end;
+		if (i < used && end > since) {
+			u64 lo = s->start > since ? s->start : since;
+			u64 hi = end < now ? end : now;
+			if (hi > lo) {
+				blame_add(st, victim, s->cgroup, hi - lo);
+				covered += hi - lo;
+			}
+		}
+	}
+	u64 wait = now - since;
+	if (wait > covered) {
+		blame_add(st, victim, CULPRIT_UNATTRIBUTED_KEY, wait - covered);
+		st->stats[STAT_RING_SHORT]++;
+	}
+}
+
+#endif /* CONTENTION_SCHED_PROBE_LOGIC_H */

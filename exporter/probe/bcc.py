@@ -1,0 +1,226 @@
+"""Load the BCC scheduler probe (``bpf/sched_probe.c``): the fallback for kernels
+without BTF. BCC compiles the C on the node (LLVM, about a second and 135 MiB) against
+kernel headers; the knobs are ``-D`` cflags. Map contents go through the same decoder
+as the CO-RE probe's (``decode.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes as ct
+import logging
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from .backend import ProbeKnobs, ProbeLoadError
+from .decode import U64, blame_item, runq_value, sum_stats
+from .status import (
+    REASON_ATTACH_ERROR,
+    REASON_COMPILE_ERROR,
+    REASON_NO_BCC,
+    REASON_NO_HEADERS,
+    REASON_NO_TRACEFS,
+    find_kernel_source,
+    tracefs_ok,
+)
+
+log = logging.getLogger(__name__)
+
+SOURCE_FILE = "sched_probe.c"
+PROGRAMS = {
+    "sched_switch": b"tracepoint__sched__sched_switch",
+    "sched_wakeup": b"tracepoint__sched__sched_wakeup",
+    "sched_wakeup_new": b"tracepoint__sched__sched_wakeup_new",
+    "sched_process_exit": b"tracepoint__sched__sched_process_exit",
+}
+
+
+def find_bpf_dir(bpf_dir: str | None = None) -> Path | None:
+    """The directory holding ``sched_probe.c``: packaged (``exporter/bpf``) or the repo's."""
+    here = Path(__file__).resolve()
+    env = os.environ.get("CONTENTION_BPF_DIR")
+    candidates = [Path(d) for d in (bpf_dir, env) if d]
+    candidates += [here.parents[1] / "bpf", here.parents[2] / "bpf"]
+    for c in candidates:
+        if (c / SOURCE_FILE).is_file():
+            return c
+    return None
+
+
+def cflags(knobs: ProbeKnobs, bpf_dir: Path) -> list[str]:
+    """The ``-D`` knobs for the C code (the only place they are set for BCC)."""
+    return [
+        "-w",  # kernel-header warnings are noise here; errors still show
+        f"-I{bpf_dir}",
+        f"-DRUNQ_NBOUNDS={len(knobs.bounds_ns)}",
+        "-DRUNQ_BOUNDS_NS=" + ",".join(f"{b}ULL" for b in knobs.bounds_ns),
+        f"-DATTR_OCCUPANCY={1 if knobs.occupancy else 0}",
+        f"-DMIN_WAIT_NS={knobs.min_wait_ns}ULL",
+        f"-DRING_SLOTS={knobs.ring_slots}",
+        f"-DMAX_CGROUPS={knobs.max_cgroups}",
+        f"-DMAX_PIDS={knobs.max_pids}",
+        f"-DMAX_BLAME={knobs.max_blame}",
+    ]
+
+
+@contextlib.contextmanager
+def _captured_stderr() -> Iterator[list[str]]:
+    """Capture fd 2 (where clang and the verifier write) into a list of lines."""
+    out: list[str] = []
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        saved = os.dup(2)
+        try:
+            os.dup2(tmp.fileno(), 2)
+            yield out
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            out.extend(tmp.read().decode(errors="replace").splitlines())
+
+
+def _error_lines(lines: list[str], limit: int = 6) -> str:
+    keep = [
+        ln.strip()
+        for ln in lines
+        if "error" in ln.lower() or "invalid" in ln.lower() or "too complex" in ln.lower()
+    ]
+    return " | ".join(keep[-limit:])
+
+
+class BccMaps:
+    """The loaded BCC probe (a ``bcc.BPF``) behind the loader-neutral interface."""
+
+    loader = "bcc"
+
+    def __init__(self, bpf: Any, knobs: ProbeKnobs, detail: str) -> None:
+        self._bpf = bpf
+        self._nslots = len(knobs.bounds_s) + 1
+        self.detail = detail
+        self.batch_ok = True
+
+    def _table(self, name: str) -> Any:
+        return self._bpf[name.encode()]
+
+    def _items(self, table: Any) -> Iterable[tuple[Any, Any]]:
+        if self.batch_ok:
+            try:
+                return list(table.items_lookup_batch())
+            except Exception as e:
+                log.info("batch map lookup unavailable (%s); iterating keys", e)
+                self.batch_ok = False
+        return list(table.items())
+
+    def track(self, cgroup_id: int) -> None:
+        t = self._table("tracked")
+        try:
+            t[t.Key(cgroup_id)] = t.Leaf(1)
+        except Exception as e:  # BCC raises a bare Exception when the map is full
+            raise OSError(f"tracked: {e}") from None
+
+    def untrack(self, cgroup_id: int) -> None:
+        t = self._table("tracked")
+        with contextlib.suppress(KeyError):
+            del t[t.Key(cgroup_id)]
+
+    def read_runq(self) -> dict[int, tuple[int, ...]]:
+        return {
+            U64.unpack(bytes(k))[0]: runq_value(bytes(v), self._nslots)
+            for k, v in self._items(self._table("runq"))
+        }
+
+    def read_blame(self) -> dict[tuple[int, int], tuple[int, ...]]:
+        return dict(blame_item(bytes(k), bytes(v)) for k, v in self._items(self._table("blame")))
+
+    def read_stats(self) -> tuple[int, ...]:
+        per_cpu = self._table("cpu_states")[ct.c_int(0)]
+        return sum_stats(bytes(cpu) for cpu in per_cpu)
+
+    def delete_runq(self, victim: int) -> bool:
+        t = self._table("runq")
+        try:
+            del t[t.Key(victim)]
+        except KeyError:
+            return False
+        return True
+
+    def delete_blame(self, victim: int, culprit: int) -> bool:
+        t = self._table("blame")
+        try:
+            del t[t.Key(victim, culprit)]
+        except KeyError:
+            return False
+        return True
+
+    def program_fds(self) -> dict[str, int]:
+        funcs = getattr(self._bpf, "funcs", {})
+        return {tp: funcs[f].fd for tp, f in PROGRAMS.items() if f in funcs}
+
+    def close(self) -> None:
+        self._bpf.cleanup()
+
+
+def load_bcc(
+    knobs: ProbeKnobs,
+    *,
+    kernel_source: str | None = None,
+    tracefs: str = "/sys/kernel/tracing",
+    bpf_dir: str | None = None,
+) -> BccMaps:
+    """Compile, load and attach with BCC; raises ProbeLoadError.
+
+    While clang runs, file descriptor 2 is redirected to capture compiler and verifier
+    messages (logged at debug level, summarised in the error): call it at start-up,
+    before other threads write to stderr.
+    """
+    ok, why = tracefs_ok(tracefs)
+    if not ok:
+        raise ProbeLoadError(REASON_NO_TRACEFS, why)
+    src_dir = find_bpf_dir(bpf_dir)
+    if src_dir is None:
+        raise ProbeLoadError(REASON_COMPILE_ERROR, f"{SOURCE_FILE} not found (bpf/ directory)")
+    ksrc, why = find_kernel_source(kernel_source)
+    if ksrc is None and why:
+        raise ProbeLoadError(REASON_NO_HEADERS, why)
+    try:
+        from bcc import BPF
+    except Exception as e:
+        raise ProbeLoadError(
+            REASON_NO_BCC, f"cannot import bcc ({e}); install python3-bpfcc and link it"
+        ) from None
+
+    class _WholeBPF(BPF):  # type: ignore[misc]
+        """BCC attaches the TRACEPOINT_PROBEs as it constructs the object and keeps
+        it alive (atexit) if one attach fails: detach the others then, so a failed
+        load never leaves half a probe running."""
+
+        def _trace_autoload(self) -> None:
+            try:
+                super()._trace_autoload()
+            except Exception:
+                self.cleanup()
+                raise
+
+    if ksrc is not None:
+        os.environ["BCC_KERNEL_SOURCE"] = ksrc
+    src = str((src_dir / SOURCE_FILE).resolve())  # absolute: BCC resolves against cwd
+    lines: list[str] = []
+    try:
+        with _captured_stderr() as lines:
+            bpf = _WholeBPF(src_file=src.encode(), cflags=cflags(knobs, src_dir))
+    except Exception as e:
+        msg = str(e)
+        for ln in lines:
+            log.debug("bcc: %s", ln)
+        detail = _error_lines(lines)
+        if "attach" in msg.lower():
+            raise ProbeLoadError(REASON_ATTACH_ERROR, f"{msg} {detail}".strip()) from None
+        if "failed to load" in msg.lower():
+            msg = f"verifier rejected the program: {msg}"
+        raise ProbeLoadError(REASON_COMPILE_ERROR, f"{msg} {detail}".strip()) from None
+    for ln in lines:
+        log.debug("bcc: %s", ln)
+    return BccMaps(bpf, knobs, f"BCC, headers: {ksrc or 'bcc default'}")

@@ -1,0 +1,257 @@
+"""Load the CO-RE scheduler probe (``bpf/sched_probe.bpf.o``) through libbpf.
+
+No compiler and no kernel headers: the object was compiled once (committed, shipped
+in the wheel) and libbpf relocates it against the running kernel's BTF. Knobs go into
+the object's read-only ``knobs`` global and map sizes before load, so one object
+serves every configuration.
+"""
+
+from __future__ import annotations
+
+import ctypes as ct
+import errno
+import os
+from pathlib import Path
+
+from .backend import ProbeKnobs, ProbeLoadError
+from .decode import (
+    BLAME_KEY,
+    BLAME_VALUE,
+    CPU_STATE_SIZE,
+    RUNQ_VALUE,
+    TRACKED_VALUE,
+    U64,
+    blame_item,
+    pack_knobs,
+    runq_value,
+    split_per_cpu,
+    sum_stats,
+)
+from .libbpf import (
+    BpfObject,
+    Libbpf,
+    LibbpfError,
+    LibbpfMissing,
+    LibbpfTooOld,
+    MapFd,
+    btf_facts,
+    capture_messages,
+)
+from .status import (
+    REASON_ATTACH_ERROR,
+    REASON_LIBBPF_MISSING,
+    REASON_LIBBPF_TOO_OLD,
+    REASON_LOAD_ERROR,
+    REASON_NO_BTF,
+    REASON_NO_OBJECT,
+    REASON_NO_TRACEPOINT,
+    REASON_NOT_ROOT,
+    REASON_VERIFIER,
+)
+
+OBJECT_FILE = "sched_probe.bpf.o"
+DEFAULT_BTF = "/sys/kernel/btf/vmlinux"
+KNOBS_SECTION = ".rodata.knobs"
+# tracepoint -> program name in bpf/sched_probe.bpf.c
+PROGRAMS = {
+    "sched_switch": "handle_sched_switch",
+    "sched_wakeup": "handle_sched_wakeup",
+    "sched_wakeup_new": "handle_sched_wakeup_new",
+}
+
+
+def find_object(bpf_dir: str | None = None) -> Path | None:
+    """The compiled object: next to the package (``exporter/bpf``, in a wheel) or in
+    the repository's ``bpf/``."""
+    here = Path(__file__).resolve()
+    env = os.environ.get("CONTENTION_BPF_DIR")
+    dirs = [Path(d) for d in (bpf_dir, env) if d]
+    dirs += [here.parents[1] / "bpf", here.parents[2] / "bpf"]
+    for d in dirs:
+        if (d / OBJECT_FILE).is_file():
+            return d / OBJECT_FILE
+    return None
+
+
+def _verifier_summary(log: str, limit: int = 6) -> str:
+    """The verifier's last words (where it says what it rejected)."""
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    return " | ".join(lines[-limit:])
+
+
+def _libbpf_summary(msgs: list[str], limit: int = 4) -> str:
+    keep = [m.strip() for m in msgs if "libbpf:" in m or "failed" in m or "error" in m.lower()]
+    return " | ".join(keep[-limit:])
+
+
+class CoreMaps:
+    """The loaded CO-RE probe: attached programs and its maps by file descriptor."""
+
+    loader = "core"
+
+    def __init__(self, obj: BpfObject, knobs: ProbeKnobs, detail: str) -> None:
+        self._obj = obj
+        self._knobs = knobs
+        self.detail = detail
+        bpf = obj.bpf
+        self._ncpu = bpf.possible_cpus()
+        self._nslots = len(knobs.bounds_s) + 1
+        self._tracked = MapFd(bpf, obj.map_fd("tracked"), U64.size, TRACKED_VALUE.size)
+        self._runq = MapFd(bpf, obj.map_fd("runq"), U64.size, RUNQ_VALUE.size)
+        self._blame = MapFd(bpf, obj.map_fd("blame"), BLAME_KEY.size, BLAME_VALUE.size)
+        step = (CPU_STATE_SIZE + 7) & ~7
+        self._cpu = MapFd(bpf, obj.map_fd("cpu_states"), 4, step * self._ncpu)
+        self._fds = {tp: obj.program_fd(prog) for tp, prog in PROGRAMS.items()}
+
+    def track(self, cgroup_id: int) -> None:
+        self._tracked.update(U64.pack(cgroup_id), TRACKED_VALUE.pack(1))
+
+    def untrack(self, cgroup_id: int) -> None:
+        self._tracked.delete(U64.pack(cgroup_id))
+
+    def read_runq(self) -> dict[int, tuple[int, ...]]:
+        return {U64.unpack(k)[0]: runq_value(v, self._nslots) for k, v in self._runq.items()}
+
+    def read_blame(self) -> dict[tuple[int, int], tuple[int, ...]]:
+        return dict(blame_item(k, v) for k, v in self._blame.items())
+
+    def read_stats(self) -> tuple[int, ...]:
+        raw = self._cpu.lookup(ct.c_uint32(0).value.to_bytes(4, "little"))
+        if raw is None:
+            raise LibbpfError("cpu_states lookup", errno.ENOENT)
+        return sum_stats(split_per_cpu(raw, self._ncpu, CPU_STATE_SIZE))
+
+    def delete_runq(self, victim: int) -> bool:
+        return self._runq.delete(U64.pack(victim))
+
+    def delete_blame(self, victim: int, culprit: int) -> bool:
+        return self._blame.delete(BLAME_KEY.pack(victim, culprit))
+
+    def program_fds(self) -> dict[str, int]:
+        return dict(self._fds)
+
+    def close(self) -> None:
+        self._obj.close()
+
+
+def load_core(
+    knobs: ProbeKnobs,
+    *,
+    btf_path: str = DEFAULT_BTF,
+    libbpf_name: str | None = None,
+    object_path: Path | None = None,
+    use_ktime: bool = False,
+) -> CoreMaps:
+    """Open, configure, load and attach the CO-RE object; raises ProbeLoadError.
+
+    Either everything is attached or nothing is: on any failure the programs attached
+    so far are detached and the object closed before the error is raised.
+    """
+    if not os.path.isfile(btf_path):
+        raise ProbeLoadError(
+            REASON_NO_BTF,
+            f"{btf_path} not found: this kernel was built without CONFIG_DEBUG_INFO_BTF "
+            "(the CO-RE probe needs it; the BCC probe does not)",
+        )
+    try:
+        bpf = Libbpf.open(libbpf_name) if libbpf_name else Libbpf.open()
+    except LibbpfMissing as e:
+        raise ProbeLoadError(
+            REASON_LIBBPF_MISSING, f"{e}; install libbpf 1.x (Debian/Ubuntu: libbpf1)"
+        ) from None
+    except LibbpfTooOld as e:
+        raise ProbeLoadError(REASON_LIBBPF_TOO_OLD, str(e)) from None
+    path = object_path or find_object()
+    if path is None or not path.is_file():
+        raise ProbeLoadError(
+            REASON_NO_OBJECT,
+            f"{OBJECT_FILE} not found (exporter/bpf/ in the package; "
+            "scripts/build-bpf.sh builds it)",
+        )
+    try:
+        facts = btf_facts(bpf, btf_path, tuple(PROGRAMS))
+    except OSError as e:
+        raise ProbeLoadError(REASON_NO_BTF, f"cannot parse {btf_path}: {e}") from None
+    missing = [tp for tp in PROGRAMS if tp not in facts.tracepoints]
+    if missing:
+        raise ProbeLoadError(
+            REASON_NO_TRACEPOINT,
+            f"the kernel's BTF has no BTF tracepoint for {', '.join(missing)} "
+            "(tp_btf needs Linux 5.5+)",
+        )
+    with capture_messages() as msgs:
+        try:
+            obj = BpfObject(
+                bpf,
+                path.read_bytes(),
+                "sched_probe",
+                btf_custom_path=None if btf_path == DEFAULT_BTF else btf_path,
+            )
+        except OSError as e:
+            raise ProbeLoadError(
+                REASON_LOAD_ERROR, f"cannot open {path}: {e} {_libbpf_summary(msgs)}".strip()
+            ) from None
+        try:
+            _configure(obj, knobs, facts.sched_switch_args >= 4, use_ktime)
+            _load(obj, msgs)
+            for tp, prog in PROGRAMS.items():
+                try:
+                    obj.attach(prog)
+                except OSError as e:
+                    raise ProbeLoadError(
+                        REASON_ATTACH_ERROR,
+                        f"{tp}: {e} {_libbpf_summary(msgs)}".strip() + " (nothing left attached)",
+                    ) from None
+            maps = CoreMaps(
+                obj,
+                knobs,
+                f"CO-RE object {path.name} via {bpf.name} {bpf.version}, " f"BTF {btf_path}",
+            )
+        except BaseException:
+            obj.close()  # detaches whatever was attached: never half a probe
+            raise
+    return maps
+
+
+def _configure(obj: BpfObject, k: ProbeKnobs, switch_has_state: bool, use_ktime: bool) -> None:
+    names = obj.map_names()
+    rodata = next((n for n in names if n.endswith(KNOBS_SECTION)), None)
+    if rodata is None:
+        raise ProbeLoadError(REASON_NO_OBJECT, f"no {KNOBS_SECTION} in the object: stale build?")
+    data = obj.section_data(rodata)
+    packed = pack_knobs(
+        k.bounds_ns,
+        k.min_wait_ns,
+        k.ring_slots,
+        k.max_pids,
+        k.occupancy,
+        switch_has_state,
+        use_ktime,
+    )
+    if len(data) < len(packed):
+        raise ProbeLoadError(REASON_NO_OBJECT, "the object's knobs are smaller than expected")
+    ct.memmove(data, packed, len(packed))
+    for name, n in (
+        ("tracked", k.max_cgroups),
+        ("pid_direct", k.max_pids),
+        ("pid_hashed", k.max_pids),
+        ("runq", k.max_cgroups),
+        ("blame", k.max_blame),
+    ):
+        obj.set_max_entries(name, n)
+
+
+def _load(obj: BpfObject, msgs: list[str]) -> None:
+    try:
+        obj.load()
+    except OSError as e:
+        log = obj.verifier_log
+        if e.errno in (errno.EPERM, errno.EACCES) and not log:
+            raise ProbeLoadError(
+                REASON_NOT_ROOT, f"{e}: needs root, or CAP_BPF + CAP_PERFMON"
+            ) from None
+        if log:
+            raise ProbeLoadError(
+                REASON_VERIFIER, f"the verifier rejected the program: {_verifier_summary(log)}"
+            ) from None
+        raise ProbeLoadError(REASON_LOAD_ERROR, f"{e} {_libbpf_summary(msgs)}".strip()) from None

@@ -1,0 +1,108 @@
+"""What the probe's maps hold, byte for byte: one decoder for both loaders.
+
+The layouts are those of ``bpf/sched_probe.h``, which the CO-RE program and the BCC
+program both include, so a map read through libbpf or through BCC decodes the same
+way. ``tests/unit/test_probe_decode.py`` checks every size and offset here against
+the BTF of the compiled object (``bpf/sched_probe.bpf.o``).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Sequence
+
+# bpf/sched_probe.h
+RUNQ_MAX_BOUNDS = 23
+RUNQ_MAX_SLOTS = RUNQ_MAX_BOUNDS + 1
+RING_MAX_SLOTS = 64
+
+# Special culprit keys in the kernel.
+IDLE_KEY = 0
+UNATTRIBUTED_KEY = (1 << 64) - 1
+
+# enum stat_index, in order.
+STAT_NAMES = (
+    "switches",
+    "enqueues",
+    "runq_events",
+    "blame_events",
+    "fail_pids",
+    "fail_start",
+    "fail_runq",
+    "fail_blame",
+    "pids_inserted",
+    "pids_deleted",
+    "start_inserted",
+    "start_deleted",
+    "unknown_pid",
+    "ring_short",
+)
+STAT = {name: i for i, name in enumerate(STAT_NAMES)}
+
+U64 = struct.Struct("<Q")  # tracked and runq keys (victim cgroup id)
+TRACKED_VALUE = struct.Struct("<B")
+RUNQ_VALUE = struct.Struct(f"<{RUNQ_MAX_SLOTS + 1}Q")  # struct runq_hist: slots, sum_ns
+BLAME_KEY = struct.Struct("<QQ")  # struct blame_key: victim, culprit
+BLAME_VALUE = struct.Struct("<QQ")  # struct blame_cell: wait_ns, events
+RUN_SLICE = struct.Struct("<QQQ")
+# struct cpu_state: last_switch, head, used, ring[RING_MAX_SLOTS], stats[STAT_COUNT]
+CPU_STATE_STATS_OFFSET = 8 + 4 + 4 + RING_MAX_SLOTS * RUN_SLICE.size
+CPU_STATE_STATS = struct.Struct(f"<{len(STAT_NAMES)}Q")
+CPU_STATE_SIZE = CPU_STATE_STATS_OFFSET + CPU_STATE_STATS.size
+PID_STATE = struct.Struct("<QQQ")  # struct pid_state: cgroup, since, victim
+# struct probe_knobs: bounds_ns[RUNQ_MAX_BOUNDS], min_wait_ns, nbounds, ring_mask,
+# max_pids, occupancy, switch_has_state, use_ktime
+KNOBS = struct.Struct(f"<{RUNQ_MAX_BOUNDS}QQ6I")
+
+
+def runq_value(raw: bytes, nslots: int) -> tuple[int, ...]:
+    """A ``struct runq_hist`` -> ``(slot_0 .. slot_{nslots-1}, sum_ns)``: the slots in
+    use (bounds + overflow), then the sum."""
+    vals = RUNQ_VALUE.unpack_from(raw)
+    return (*vals[:nslots], vals[-1])
+
+
+def blame_item(key: bytes, value: bytes) -> tuple[tuple[int, int], tuple[int, int]]:
+    victim, culprit = BLAME_KEY.unpack_from(key)
+    wait_ns, events = BLAME_VALUE.unpack_from(value)
+    return (victim, culprit), (wait_ns, events)
+
+
+def sum_stats(per_cpu: Iterable[bytes]) -> tuple[int, ...]:
+    """Counters summed over every CPU's ``struct cpu_state``."""
+    sums = [0] * len(STAT_NAMES)
+    for raw in per_cpu:
+        for i, v in enumerate(CPU_STATE_STATS.unpack_from(raw, CPU_STATE_STATS_OFFSET)):
+            sums[i] += v
+    return tuple(sums)
+
+
+def split_per_cpu(raw: bytes, ncpu: int, value_size: int) -> list[bytes]:
+    """A per-CPU map value as the kernel returns it: one copy per possible CPU, each
+    rounded up to 8 bytes."""
+    step = (value_size + 7) & ~7
+    return [raw[i * step : i * step + value_size] for i in range(ncpu)]
+
+
+def pack_knobs(
+    bounds_ns: Sequence[int],
+    min_wait_ns: int,
+    ring_slots: int,
+    max_pids: int,
+    occupancy: bool,
+    switch_has_state: bool,
+    use_ktime: bool,
+) -> bytes:
+    if not 1 <= len(bounds_ns) <= RUNQ_MAX_BOUNDS:
+        raise ValueError(f"1 to {RUNQ_MAX_BOUNDS} histogram bounds, not {len(bounds_ns)}")
+    padded = [*bounds_ns, *([0] * (RUNQ_MAX_BOUNDS - len(bounds_ns)))]
+    return KNOBS.pack(
+        *padded,
+        min_wait_ns,
+        len(bounds_ns),
+        ring_slots - 1,
+        max_pids,
+        int(occupancy),
+        int(switch_has_state),
+        int(use_ktime),
+    )

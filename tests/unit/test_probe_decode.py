@@ -1,0 +1,77 @@
+"""The Python decoder matches what the compiler laid out: every size and offset in
+``exporter/probe/decode.py`` is checked against the BTF of the committed CO-RE object
+(which both programs' shared header produced), read through the real libbpf."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from exporter.probe import decode as d
+from exporter.probe.core import find_object
+from exporter.probe.libbpf import Libbpf, LibbpfMissing, LibbpfTooOld, struct_layout
+
+
+@pytest.fixture(scope="module")
+def layout() -> object:
+    try:
+        bpf = Libbpf.open()
+    except (LibbpfMissing, LibbpfTooOld) as e:
+        pytest.skip(f"libbpf unavailable: {e}")
+    obj = find_object()
+    assert obj is not None, "bpf/sched_probe.bpf.o is missing: run scripts/build-bpf.sh"
+    return lambda name: struct_layout(bpf, str(obj), name)
+
+
+def test_struct_sizes_and_offsets(layout) -> None:  # type: ignore[no-untyped-def]
+    size, off = layout("runq_hist")
+    assert size == d.RUNQ_VALUE.size and off["sum_ns"] == d.RUNQ_MAX_SLOTS * 8
+    size, off = layout("blame_key")
+    assert size == d.BLAME_KEY.size and off == {"victim": 0, "culprit": 8}
+    size, off = layout("blame_cell")
+    assert size == d.BLAME_VALUE.size and off == {"wait_ns": 0, "events": 8}
+    size, off = layout("pid_state")
+    assert size == d.PID_STATE.size and off == {"cgroup": 0, "since": 8, "victim": 16}
+    size, _ = layout("run_slice")
+    assert size == d.RUN_SLICE.size
+    size, off = layout("cpu_state")
+    assert size == d.CPU_STATE_SIZE and off["stats"] == d.CPU_STATE_STATS_OFFSET
+    size, off = layout("probe_knobs")
+    assert size == d.KNOBS.size
+    assert off["min_wait_ns"] == d.RUNQ_MAX_BOUNDS * 8
+    assert list(off) == [
+        "bounds_ns",
+        "min_wait_ns",
+        "nbounds",
+        "ring_mask",
+        "max_pids",
+        "occupancy",
+        "switch_has_state",
+        "use_ktime",
+    ]
+
+
+def test_stat_names_mirror_the_header() -> None:
+    """enum stat_index in bpf/sched_probe.h, in order."""
+    from pathlib import Path
+
+    header = (Path(d.__file__).resolve().parents[2] / "bpf" / "sched_probe.h").read_text()
+    body = header[header.index("enum stat_index {") : header.index("STAT_COUNT")]
+    names = [
+        ln.strip().split()[0].rstrip(",").removeprefix("STAT_").lower()
+        for ln in body.splitlines()[1:]
+        if ln.strip().startswith("STAT_")
+    ]
+    assert tuple(names) == d.STAT_NAMES
+
+
+def test_decoders() -> None:
+    raw = struct.pack(f"<{d.RUNQ_MAX_SLOTS + 1}Q", *range(1, d.RUNQ_MAX_SLOTS + 1), 999)
+    assert d.runq_value(raw, 3) == (1, 2, 3, 999)
+    key, val = d.blame_item(d.BLAME_KEY.pack(5, d.UNATTRIBUTED_KEY), d.BLAME_VALUE.pack(7, 1))
+    assert key == (5, d.UNATTRIBUTED_KEY) and val == (7, 1)
+    cpu = bytearray(d.CPU_STATE_SIZE)
+    d.CPU_STATE_STATS.pack_into(cpu, d.CPU_STATE_STATS_OFFSET, *range(len(d.STAT_NAMES)))
+    per_cpu = d.split_per_cpu(bytes(cpu) + bytes(cpu), 2, d.CPU_STATE_SIZE)
+    assert d.sum_stats(per_cpu) == tuple(2 * i for i in range(len(d.STAT_NAMES)))
