@@ -83,6 +83,9 @@ struct {
 	__type(value, struct cpu_state);
 } cpu_states SEC(".maps");
 
+/* The initial histogram of a new victim (200 bytes: not on the 512-byte stack). */
+static const struct runq_hist zero_hist;
+
 #define EXIT_ZOMBIE_OR_DEAD 0x30 /* task->exit_state at its last switch-out */
 
 static __always_inline struct cpu_state *this_cpu(void)
@@ -214,8 +217,7 @@ static __always_inline void record_histogram(struct cpu_state *st, u64 victim, u
 	u32 slot = hist_slot(delta);
 	struct runq_hist *h = bpf_map_lookup_elem(&runq, &victim);
 	if (!h) {
-		struct runq_hist zero = {};
-		if (bpf_map_update_elem(&runq, &victim, &zero, BPF_NOEXIST) != 0 &&
+		if (bpf_map_update_elem(&runq, &victim, &zero_hist, BPF_NOEXIST) != 0 &&
 		    !bpf_map_lookup_elem(&runq, &victim)) {
 			st->stats[STAT_FAIL_RUNQ]++;
 			return;
@@ -272,9 +274,11 @@ int handle_sched_switch(u64 *ctx)
 	u64 victim = ps->victim;
 	ps->since = 0;
 	st->stats[STAT_START_DELETED]++;
-	if (now <= since)
-		return 0;
-	u64 delta = now - since;
+	/* The rq clock is not re-read when a wakeup asked the scheduler to skip the update
+	 * (wakeup preemption), so a wait can read 0; and clocks of two CPUs can be a
+	 * little apart after a migration. Both are recorded as a wait of 0 ns, as the
+	 * kernel's own run-delay accounting does. */
+	u64 delta = now > since ? now - since : 0;
 	record_histogram(st, victim, delta);
 	if (delta < knobs.min_wait_ns)
 		return 0;

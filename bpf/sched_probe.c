@@ -54,6 +54,7 @@ BPF_HASH(pid_hashed, u32, struct pid_state, MAX_PIDS);        /* pid >= MAX_PIDS
 BPF_HASH(runq, u64, struct runq_hist, MAX_CGROUPS);           /* victim -> histogram */
 BPF_HASH(blame, struct blame_key, struct blame_cell, MAX_BLAME);
 BPF_PERCPU_ARRAY(cpu_states, struct cpu_state, 1);
+BPF_ARRAY(zero_hist, struct runq_hist, 1); /* never written: the initial histogram */
 
 /* Cost notes (bench/probe_bench.py, docs/probe.md): per-CPU and plain array lookups
  * are inlined and nearly free; a hash lookup costs tens of ns, a hash update or an
@@ -155,8 +156,11 @@ static __always_inline void record_histogram(struct cpu_state *st, u64 victim, u
 	u32 slot = hist_slot(delta);
 	struct runq_hist *h = runq.lookup(&victim);
 	if (!h) {
-		struct runq_hist zero = {};
-		if (runq.insert(&victim, &zero) != 0 && !runq.lookup(&victim)) {
+		int zero_key = 0;
+		struct runq_hist *zero = zero_hist.lookup(&zero_key); /* 200 bytes: not on the stack */
+		if (!zero)
+			return;
+		if (runq.insert(&victim, zero) != 0 && !runq.lookup(&victim)) {
 			st->stats[STAT_FAIL_RUNQ]++;
 			return;
 		}

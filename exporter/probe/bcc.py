@@ -91,6 +91,14 @@ def _error_lines(lines: list[str], limit: int = 6) -> str:
     return " | ".join(keep[-limit:])
 
 
+def _raw(x: Any) -> bytes:
+    """A BCC key or leaf as the bytes the kernel holds (scalar keys may come back as
+    Python ints from batch lookups)."""
+    if isinstance(x, int):
+        return U64.pack(x)
+    return bytes(x)
+
+
 class BccMaps:
     """The loaded BCC probe (a ``bcc.BPF``) behind the loader-neutral interface."""
 
@@ -128,16 +136,16 @@ class BccMaps:
 
     def read_runq(self) -> dict[int, tuple[int, ...]]:
         return {
-            U64.unpack(bytes(k))[0]: runq_value(bytes(v), self._nslots)
+            U64.unpack(_raw(k))[0]: runq_value(_raw(v), self._nslots)
             for k, v in self._items(self._table("runq"))
         }
 
     def read_blame(self) -> dict[tuple[int, int], tuple[int, ...]]:
-        return dict(blame_item(bytes(k), bytes(v)) for k, v in self._items(self._table("blame")))
+        return dict(blame_item(_raw(k), _raw(v)) for k, v in self._items(self._table("blame")))
 
     def read_stats(self) -> tuple[int, ...]:
         per_cpu = self._table("cpu_states")[ct.c_int(0)]
-        return sum_stats(bytes(cpu) for cpu in per_cpu)
+        return sum_stats(_raw(cpu) for cpu in per_cpu)
 
     def delete_runq(self, victim: int) -> bool:
         t = self._table("runq")

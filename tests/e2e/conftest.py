@@ -100,6 +100,7 @@ class E2E:
     chain: Chain
     probe_loaded: bool
     probe_reason: str
+    probe_loader: str  # "core" or "bcc" when loaded
     replays: dict[str, ReplayWatch]
     # filled by the tests:
     stopped: dict[str, float] = field(default_factory=dict)  # lab -> workloads stopped
@@ -276,6 +277,7 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
         scrape = node.scrape()
         loaded = scrape.select("contention_probe_loaded")
         probe_loaded = bool(loaded) and loaded[0].value == 1
+        probe_loader = loaded[0].labels.get("loader", "") if probe_loaded else ""
         probe_reason = ", ".join(
             f"{s.labels.get('reason', '')}" for s in loaded if s.value != 1
         ) or ("not started: " + kernel_reason if kernel_reason else "")
@@ -309,6 +311,7 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
             chain=chain,
             probe_loaded=probe_loaded,
             probe_reason=probe_reason,
+            probe_loader=probe_loader,
             replays=replays,
         )
         for w in replays.values():

@@ -24,6 +24,7 @@ scrapes every second and evaluates the rules every 2 s. Every wait is bounded.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -210,6 +211,16 @@ def _lab_findings(doc: Mapping[str, Any], paths: set[str]) -> list[dict[str, Any
 
 
 # --- the real-kernel labs --------------------------------------------------------------------
+
+
+@pytest.mark.kernel
+def test_0_labs_run_on_the_core_probe(e2e: E2E) -> None:
+    """With BTF (as here), the exporter's default loader is the CO-RE probe: no
+    compiler, no headers. The labs below then exercise it end to end."""
+    if not os.path.exists("/sys/kernel/btf/vmlinux"):
+        pytest.skip("no kernel BTF here: the labs run on the BCC fallback")
+    assert e2e.probe_loaded, e2e.probe_reason
+    assert e2e.probe_loader == "core"
 
 
 @pytest.mark.kernel

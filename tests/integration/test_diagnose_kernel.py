@@ -7,8 +7,9 @@ neighbour, in what an operator reads: the probe line, the table and the evidence
 (It once closed the probe before reading the window and said "probe not loaded (no
 blame)" next to a culprit named from blame data.)
 
-Root, BCC and tracefs (scripts/setup-probe.sh); about 2.5 minutes: run under
-``flock /tmp/contention-kernel.lock``.
+Root and the probe's prerequisites (scripts/setup-probe.sh: libbpf where the kernel
+has BTF, as here, and diagnose then runs the CO-RE probe; else BCC, headers and
+tracefs); about 2.5 minutes: run under ``flock /tmp/contention-kernel.lock``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from exporter.probe.status import (
+    REASON_LIBBPF_MISSING,
     REASON_NO_BCC,
+    REASON_NO_BTF,
     REASON_NO_HEADERS,
     REASON_NO_TRACEFS,
     REASON_NOT_ROOT,
@@ -34,7 +37,14 @@ pytestmark = [pytest.mark.kernel, pytest.mark.probe]
 # Short window (sustainMinutes 1): a finding needs one complete minute watched from
 # its start (15 s grace), so 130 s covers any start within the minute.
 DURATION_S = 130
-CANNOT_LOAD = (REASON_NOT_ROOT, REASON_NO_BCC, REASON_NO_HEADERS, REASON_NO_TRACEFS)
+CANNOT_LOAD = (
+    REASON_NOT_ROOT,
+    REASON_NO_BTF,
+    REASON_LIBBPF_MISSING,
+    REASON_NO_BCC,
+    REASON_NO_HEADERS,
+    REASON_NO_TRACEFS,
+)
 
 
 def test_diagnose_says_the_probe_was_loaded_and_names_the_culprit(
@@ -66,6 +76,8 @@ def test_diagnose_says_the_probe_was_loaded_and_names_the_culprit(
             pytest.skip(f"the scheduler probe cannot load here: {first}")
 
     assert "scheduler probe loaded" in first and "culprits can be named" in first, first
+    if os.path.exists("/sys/kernel/btf/vmlinux"):  # the default loader where BTF exists
+        assert "scheduler probe loaded by core" in first, first
     assert "no blame" not in out, out
     victim, greedy = (f"lab/{lab.pod(role)}/app" for role in ("victim", "greedy"))
     rows = [line.split() for line in out.splitlines()]
