@@ -45,8 +45,15 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
 	__type(key, u64);
-	__type(value, u8);
-} tracked SEC(".maps"); /* victims, written by userspace */
+	__type(value, u32);
+} tracked SEC(".maps"); /* victim cgroup -> its histogram slot, written by userspace */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u32);
+} tracked_gen SEC(".maps"); /* bumped by userspace after each change to `tracked` */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -63,11 +70,11 @@ struct {
 } pid_hashed SEC(".maps"); /* pid >= max_pids */
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 4096);
-	__type(key, u64);
+	__type(key, u32);
 	__type(value, struct runq_hist);
-} runq SEC(".maps"); /* victim -> histogram */
+} runq SEC(".maps"); /* histogram slot -> histogram (with its owner) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -82,9 +89,6 @@ struct {
 	__type(key, u32);
 	__type(value, struct cpu_state);
 } cpu_states SEC(".maps");
-
-/* The initial histogram of a new victim (200 bytes: not on the 512-byte stack). */
-static const struct runq_hist zero_hist;
 
 #define EXIT_ZOMBIE_OR_DEAD 0x30 /* task->exit_state at its last switch-out */
 
@@ -142,23 +146,43 @@ static __always_inline struct pid_state *pid_find(u32 pid)
 	return bpf_map_lookup_elem(&pid_hashed, &pid);
 }
 
-/* The entry of a tracked task, created if need be (NULL: the hash part is full). */
-static __always_inline struct pid_state *pid_entry(struct cpu_state *st, u32 pid, u64 cgroup)
+static __always_inline u32 current_gen(void)
 {
-	struct pid_state *ps = pid_find(pid);
+	u32 zero = 0;
+	u32 *gen = bpf_map_lookup_elem(&tracked_gen, &zero);
+	return gen ? *gen : 0;
+}
+
+/* The histogram slot of `cgroup` (NO_SLOT: not tracked): from the pid's entry when its
+ * cache is current, else from the tracked hash (then cached). Also keeps the entry's
+ * cgroup. `ps` may be NULL (a hashed pid without an entry). */
+static __always_inline u32 slot_of(struct cpu_state *st, struct pid_state *ps, u64 cgroup)
+{
+	u32 gen = current_gen();
+	if (ps && ps->cgroup == cgroup && ps->gen == gen)
+		return ps->slot;
+	u32 *found = bpf_map_lookup_elem(&tracked, &cgroup);
+	u32 slot = found ? *found : NO_SLOT;
 	if (ps) {
-		if (ps->cgroup != cgroup) {
-			if (ps->cgroup == 0) /* an empty direct slot */
-				st->stats[STAT_PIDS_INSERTED]++;
-			ps->cgroup = cgroup;
-		}
-		return ps;
+		if (ps->cgroup == 0) /* an empty direct slot */
+			st->stats[STAT_PIDS_INSERTED]++;
+		ps->cgroup = cgroup;
+		ps->slot = slot;
+		ps->gen = gen;
 	}
+	return slot;
+}
+
+/* A hashed pid's new entry (NULL: the hash part is full). Only tracked tasks get one:
+ * pids below max_pids are direct-mapped and need none. */
+static __always_inline struct pid_state *pid_insert(struct cpu_state *st, u32 pid, u64 cgroup,
+						    u32 slot)
+{
 	if (pid < knobs.max_pids) /* for the verifier: a direct lookup never fails */
 		return NULL;
-	struct pid_state fresh = {.cgroup = cgroup};
+	struct pid_state fresh = {.cgroup = cgroup, .slot = slot, .gen = current_gen()};
 	int err = bpf_map_update_elem(&pid_hashed, &pid, &fresh, BPF_NOEXIST);
-	ps = bpf_map_lookup_elem(&pid_hashed, &pid);
+	struct pid_state *ps = bpf_map_lookup_elem(&pid_hashed, &pid);
 	if (err == 0)
 		st->stats[STAT_PIDS_INSERTED]++;
 	else if (!ps) /* not a lost race: the map is full */
@@ -176,15 +200,11 @@ static __always_inline void forget_pid(struct cpu_state *st, u32 pid)
 	if (pid < knobs.max_pids) {
 		ps->since = 0;
 		ps->cgroup = 0;
+		ps->gen = 0;
 		st->stats[STAT_PIDS_DELETED]++;
 	} else if (bpf_map_delete_elem(&pid_hashed, &pid) == 0) {
 		st->stats[STAT_PIDS_DELETED]++;
 	}
-}
-
-static __always_inline bool is_tracked(u64 cgroup)
-{
-	return bpf_map_lookup_elem(&tracked, &cgroup) != NULL;
 }
 
 /* Add `ns` of `victim`'s wait to `culprit`'s cell. */
@@ -210,27 +230,25 @@ static __always_inline void blame_add(struct cpu_state *st, u64 victim, u64 culp
 #define KNOB_RING_MASK knobs.ring_mask
 #define KNOB_NBOUNDS knobs.nbounds
 #define KNOB_BOUND(i) knobs.bounds_ns[i]
+
+static __always_inline struct runq_hist *runq_slot(u32 slot)
+{
+	return bpf_map_lookup_elem(&runq, &slot);
+}
+
 #include "sched_probe_logic.h"
 
-static __always_inline void record_histogram(struct cpu_state *st, u64 victim, u64 delta)
+/* Task `pid` of `cgroup` is runnable since `since`: it starts waiting if tracked. */
+static __always_inline void became_runnable(struct cpu_state *st, u32 pid, u64 cgroup,
+					    u64 since)
 {
-	u32 slot = hist_slot(delta);
-	struct runq_hist *h = bpf_map_lookup_elem(&runq, &victim);
-	if (!h) {
-		if (bpf_map_update_elem(&runq, &victim, &zero_hist, BPF_NOEXIST) != 0 &&
-		    !bpf_map_lookup_elem(&runq, &victim)) {
-			st->stats[STAT_FAIL_RUNQ]++;
-			return;
-		}
-		h = bpf_map_lookup_elem(&runq, &victim);
-		if (!h)
-			return;
-	}
-	if (slot >= RUNQ_MAX_SLOTS) /* for the verifier */
+	struct pid_state *ps = pid_find(pid);
+	u32 slot = slot_of(st, ps, cgroup);
+	if (slot == NO_SLOT)
 		return;
-	__sync_fetch_and_add(&h->slots[slot], 1);
-	__sync_fetch_and_add(&h->sum_ns, delta);
-	st->stats[STAT_RUNQ_EVENTS]++;
+	if (!ps)
+		ps = pid_insert(st, pid, cgroup, slot);
+	mark_waiting(st, ps, cgroup, slot, since);
 }
 
 /* sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next
@@ -250,13 +268,10 @@ int handle_sched_switch(u64 *ctx)
 	u64 prev_cgroup = CULPRIT_IDLE_KEY;
 	if (prev_pid != 0) {
 		prev_cgroup = task_cgroup(prev);
-		if (prev_runnable(ctx, prev)) {
-			if (is_tracked(prev_cgroup))
-				mark_waiting(st, pid_entry(st, prev_pid, prev_cgroup), prev_cgroup,
-					     now);
-		} else if (prev->exit_state & EXIT_ZOMBIE_OR_DEAD) {
+		if (prev_runnable(ctx, prev))
+			became_runnable(st, prev_pid, prev_cgroup, now);
+		else if (prev->exit_state & EXIT_ZOMBIE_OR_DEAD)
 			forget_pid(st, prev_pid);
-		}
 	}
 	if (knobs.occupancy)
 		push_slice(st, prev_cgroup, now);
@@ -272,6 +287,7 @@ int handle_sched_switch(u64 *ctx)
 	if (since == 0)
 		return 0;
 	u64 victim = ps->victim;
+	u32 vslot = ps->victim_slot;
 	ps->since = 0;
 	st->stats[STAT_START_DELETED]++;
 	/* The rq clock is not re-read when a wakeup asked the scheduler to skip the update
@@ -279,7 +295,7 @@ int handle_sched_switch(u64 *ctx)
 	 * little apart after a migration. Both are recorded as a wait of 0 ns, as the
 	 * kernel's own run-delay accounting does. */
 	u64 delta = now > since ? now - since : 0;
-	record_histogram(st, victim, delta);
+	record_histogram(st, vslot, victim, delta);
 	if (delta < knobs.min_wait_ns)
 		return 0;
 	st->stats[STAT_BLAME_EVENTS]++;
@@ -296,13 +312,10 @@ static __always_inline int on_wakeup(struct task_struct *p)
 	u64 since = queued_at(p);
 	if (since == 0)
 		return 0;
-	u64 cgroup = task_cgroup(p);
-	if (!is_tracked(cgroup))
-		return 0;
 	struct cpu_state *st = this_cpu();
 	if (!st)
 		return 0;
-	mark_waiting(st, pid_entry(st, p->pid, cgroup), cgroup, since);
+	became_runnable(st, p->pid, task_cgroup(p), since);
 	return 0;
 }
 

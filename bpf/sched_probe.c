@@ -48,13 +48,13 @@
 #define PREV_STATE_PREEMPTED 0x100 /* TASK_REPORT_MAX: preempted while runnable */
 #define PREV_STATE_EXITING 0x30    /* EXIT_DEAD | EXIT_ZOMBIE: its last switch-out */
 
-BPF_HASH(tracked, u64, u8, MAX_CGROUPS);                     /* victims (userspace) */
+BPF_HASH(tracked, u64, u32, MAX_CGROUPS);   /* victim -> histogram slot (userspace) */
+BPF_ARRAY(tracked_gen, u32, 1);             /* bumped by userspace when `tracked` changes */
 BPF_ARRAY(pid_direct, struct pid_state, MAX_PIDS);            /* pid < MAX_PIDS: slot = pid */
 BPF_HASH(pid_hashed, u32, struct pid_state, MAX_PIDS);        /* pid >= MAX_PIDS */
-BPF_HASH(runq, u64, struct runq_hist, MAX_CGROUPS);           /* victim -> histogram */
+BPF_ARRAY(runq, struct runq_hist, MAX_CGROUPS); /* histogram slot -> histogram + owner */
 BPF_HASH(blame, struct blame_key, struct blame_cell, MAX_BLAME);
 BPF_PERCPU_ARRAY(cpu_states, struct cpu_state, 1);
-BPF_ARRAY(zero_hist, struct runq_hist, 1); /* never written: the initial histogram */
 
 /* Cost notes (bench/probe_bench.py, docs/probe.md): per-CPU and plain array lookups
  * are inlined and nearly free; a hash lookup costs tens of ns, a hash update or an
@@ -87,20 +87,23 @@ static __always_inline struct pid_state *remember_cgroup(struct cpu_state *st, u
 			if (ps->cgroup == 0) /* an empty direct slot */
 				st->stats[STAT_PIDS_INSERTED]++;
 			ps->cgroup = cgroup;
+			ps->gen = NO_SLOT; /* the cached slot was the old cgroup's */
 		}
 		return ps;
 	}
 	if (pid < MAX_PIDS) /* for the verifier: a direct lookup never fails */
 		return NULL;
-	struct pid_state fresh = {.cgroup = cgroup};
+	struct pid_state fresh = {.cgroup = cgroup, .gen = NO_SLOT};
 	int err = pid_hashed.insert(&pid, &fresh);
 	ps = pid_hashed.lookup(&pid);
 	if (err == 0)
 		st->stats[STAT_PIDS_INSERTED]++;
 	else if (!ps) /* not a lost race: the map is full */
 		st->stats[STAT_FAIL_PIDS]++;
-	else if (ps->cgroup != cgroup)
+	else if (ps->cgroup != cgroup) {
 		ps->cgroup = cgroup;
+		ps->gen = NO_SLOT;
+	}
 	return ps;
 }
 
@@ -114,15 +117,34 @@ static __always_inline void forget_pid(struct cpu_state *st, u32 pid)
 	if (pid < MAX_PIDS) {
 		ps->since = 0;
 		ps->cgroup = 0;
+		ps->gen = NO_SLOT;
 		st->stats[STAT_PIDS_DELETED]++;
 	} else if (pid_hashed.delete(&pid) == 0) {
 		st->stats[STAT_PIDS_DELETED]++;
 	}
 }
 
-static __always_inline int is_tracked(u64 cgroup)
+static __always_inline u32 current_gen(void)
 {
-	return tracked.lookup(&cgroup) != NULL;
+	int zero = 0;
+	u32 *gen = tracked_gen.lookup(&zero);
+	return gen ? *gen : 0;
+}
+
+/* The histogram slot of `cgroup` (NO_SLOT: not tracked): from the pid's entry when its
+ * cache is current, else from the tracked hash (then cached). */
+static __always_inline u32 slot_of(struct pid_state *ps, u64 cgroup)
+{
+	u32 gen = current_gen();
+	if (ps && ps->cgroup == cgroup && ps->gen == gen)
+		return ps->slot;
+	u32 *found = tracked.lookup(&cgroup);
+	u32 slot = found ? *found : NO_SLOT;
+	if (ps && ps->cgroup == cgroup) {
+		ps->slot = slot;
+		ps->gen = gen;
+	}
+	return slot;
 }
 
 
@@ -149,31 +171,13 @@ static __always_inline void blame_add(struct cpu_state *st, u64 victim, u64 culp
 #define KNOB_NBOUNDS RUNQ_NBOUNDS
 #define KNOB_BOUND(i) runq_bounds[i]
 static const u64 runq_bounds[RUNQ_MAX_BOUNDS] = {RUNQ_BOUNDS_NS};
-#include "sched_probe_logic.h"
 
-static __always_inline void record_histogram(struct cpu_state *st, u64 victim, u64 delta)
+static __always_inline struct runq_hist *runq_slot(u32 slot)
 {
-	u32 slot = hist_slot(delta);
-	struct runq_hist *h = runq.lookup(&victim);
-	if (!h) {
-		int zero_key = 0;
-		struct runq_hist *zero = zero_hist.lookup(&zero_key); /* 200 bytes: not on the stack */
-		if (!zero)
-			return;
-		if (runq.insert(&victim, zero) != 0 && !runq.lookup(&victim)) {
-			st->stats[STAT_FAIL_RUNQ]++;
-			return;
-		}
-		h = runq.lookup(&victim);
-		if (!h)
-			return;
-	}
-	if (slot >= RUNQ_MAX_SLOTS) /* for the verifier */
-		return;
-	__sync_fetch_and_add(&h->slots[slot], 1);
-	__sync_fetch_and_add(&h->sum_ns, delta);
-	st->stats[STAT_RUNQ_EVENTS]++;
+	return runq.lookup(&slot);
 }
+
+#include "sched_probe_logic.h"
 
 TRACEPOINT_PROBE(sched, sched_switch)
 {
@@ -199,12 +203,14 @@ TRACEPOINT_PROBE(sched, sched_switch)
 			forget_pid(st, prev_pid);
 		} else {
 			struct pid_state *ps = remember_cgroup(st, prev_pid, prev_cgroup);
-			if ((state == 0 || (state & PREV_STATE_PREEMPTED)) &&
-			    is_tracked(prev_cgroup)) {
+			if (state == 0 || (state & PREV_STATE_PREEMPTED)) {
+				u32 slot = slot_of(ps, prev_cgroup);
+				if (slot != NO_SLOT) {
 #if !ATTR_OCCUPANCY
-				now = bpf_ktime_get_ns();
+					now = bpf_ktime_get_ns();
 #endif
-				mark_waiting(st, ps, prev_cgroup, now);
+					mark_waiting(st, ps, prev_cgroup, slot, now);
+				}
 			}
 		}
 	}
@@ -223,6 +229,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
 	if (since == 0)
 		return 0;
 	u64 victim = ps->victim;
+	u32 vslot = ps->victim_slot;
 	ps->since = 0;
 	st->stats[STAT_START_DELETED]++;
 #if !ATTR_OCCUPANCY
@@ -232,7 +239,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
 	if (now <= since)
 		return 0;
 	u64 delta = now - since;
-	record_histogram(st, victim, delta);
+	record_histogram(st, vslot, victim, delta);
 	if (delta < MIN_WAIT_NS)
 		return 0;
 	st->stats[STAT_BLAME_EVENTS]++;
@@ -256,8 +263,9 @@ TRACEPOINT_PROBE(sched, sched_wakeup)
 		st->stats[STAT_UNKNOWN_PID]++;
 		return 0;
 	}
-	if (is_tracked(cgroup))
-		mark_waiting(st, ps, cgroup, bpf_ktime_get_ns());
+	u32 slot = slot_of(ps, cgroup);
+	if (slot != NO_SLOT)
+		mark_waiting(st, ps, cgroup, slot, bpf_ktime_get_ns());
 	return 0;
 }
 
@@ -270,8 +278,9 @@ TRACEPOINT_PROBE(sched, sched_wakeup_new)
 	u32 pid = args->pid;
 	u64 cgroup = bpf_get_current_cgroup_id();
 	struct pid_state *ps = remember_cgroup(st, pid, cgroup);
-	if (is_tracked(cgroup))
-		mark_waiting(st, ps, cgroup, bpf_ktime_get_ns());
+	u32 slot = slot_of(ps, cgroup);
+	if (slot != NO_SLOT)
+		mark_waiting(st, ps, cgroup, slot, bpf_ktime_get_ns());
 	return 0;
 }
 

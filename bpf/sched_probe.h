@@ -67,14 +67,31 @@ struct cpu_state {
 /* Everything the probe knows about one pid, in one place, so the hot path touches one
  * entry (no insert/delete per wait): pids below the max_pids knob live in a directly
  * indexed array (slot = pid, no hashing, never full), the others in a hash of
- * max_pids entries. An array slot with cgroup 0 is empty (real cgroup ids are >= 1). */
+ * max_pids entries. An array slot with cgroup 0 is empty (real cgroup ids are >= 1).
+ *
+ * It also caches whether the pid's cgroup is tracked, and its histogram slot, for the
+ * tracked-set generation it was looked up in: a hash lookup costs as much as the rest
+ * of a wakeup, so it is done once per task and tracked-set change, not per event. */
 struct pid_state {
-	u64 cgroup; /* the task's cgroup, as last seen (0: unknown) */
-	u64 since;  /* when it became runnable, if it is a waiting tracked task (0: not) */
-	u64 victim; /* its (tracked) cgroup at that time */
+	u64 cgroup;      /* the task's cgroup, as last seen (0: unknown) */
+	u64 since;       /* when it became runnable, if it is a waiting tracked task (0: not) */
+	u64 victim;      /* its (tracked) cgroup at that time */
+	u32 victim_slot; /* and that cgroup's histogram slot */
+	u32 slot;        /* cached: the histogram slot of `cgroup`, NO_SLOT if untracked */
+	u32 gen;         /* the tracked-set generation the cache was filled in */
+	u32 pad;
 };
 
+#define NO_SLOT 0xffffffffU
+
+/* Victim histograms live in an array indexed by a slot userspace assigns to each
+ * tracked cgroup (tracked: cgroup -> slot), so recording a wait is an array access,
+ * not a hash lookup. `owner` is the cgroup the slot belongs to: userspace writes it
+ * (with zero counts) when it assigns the slot, and the kernel adds to a slot only for
+ * its owner, so a wait that began before a slot was reassigned is dropped instead of
+ * landing in the new owner's histogram. */
 struct runq_hist {
+	u64 owner;                 /* victim cgroup id (0: slot unassigned) */
 	u64 slots[RUNQ_MAX_SLOTS]; /* events per bucket (not cumulative); unused slots 0 */
 	u64 sum_ns;                /* total wait */
 };

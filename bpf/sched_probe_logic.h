@@ -6,6 +6,7 @@
  *   KNOB_NBOUNDS        finite histogram bounds in use (<= RUNQ_MAX_BOUNDS)
  *   KNOB_BOUND(i)       the i-th bound in ns
  *   blame_add(st, victim, culprit, ns)   adds ns to a matrix cell (its map, its way)
+ *   runq_slot(slot)     the histogram at `slot` (an array lookup), or NULL
  */
 #ifndef CONTENTION_SCHED_PROBE_LOGIC_H
 #define CONTENTION_SCHED_PROBE_LOGIC_H
@@ -24,11 +25,12 @@ static __always_inline u32 hist_slot(u64 delta)
 	return slot;
 }
 
-/* The task of entry `ps` (NULL: no entry could be had), in tracked `cgroup`, became
- * runnable at `now`. An entry left by a wakeup that found the task still on its CPU
- * (it never waited) is overwritten: the latest start is the true one. */
+/* The task of entry `ps` (NULL: no entry could be had), in tracked `cgroup` whose
+ * histogram slot is `slot`, became runnable at `now`. An entry left by a wakeup that
+ * found the task still on its CPU (it never waited) is overwritten: the latest start
+ * is the true one. */
 static __always_inline void mark_waiting(struct cpu_state *st, struct pid_state *ps,
-					 u64 cgroup, u64 now)
+					 u64 cgroup, u32 slot, u64 now)
 {
 	if (!ps) {
 		st->stats[STAT_FAIL_START]++;
@@ -38,6 +40,7 @@ static __always_inline void mark_waiting(struct cpu_state *st, struct pid_state 
 		st->stats[STAT_START_INSERTED]++;
 	ps->since = now;
 	ps->victim = cgroup;
+	ps->victim_slot = slot;
 	st->stats[STAT_ENQUEUES]++;
 }
 
@@ -91,6 +94,22 @@ static __always_inline void attribute_wait(struct cpu_state *st, u64 victim, u64
 		blame_add(st, victim, CULPRIT_UNATTRIBUTED_KEY, wait - covered);
 		st->stats[STAT_RING_SHORT]++;
 	}
+}
+
+/* Count a wait of `delta` ns in the victim's histogram. The slot belongs to the victim
+ * unless userspace reassigned it since the wait began (then the wait is dropped). */
+static __always_inline void record_histogram(struct cpu_state *st, u32 vslot, u64 victim,
+					     u64 delta)
+{
+	u32 slot = hist_slot(delta);
+	struct runq_hist *h = runq_slot(vslot);
+	if (!h || h->owner != victim)
+		return;
+	if (slot >= RUNQ_MAX_SLOTS) /* for the verifier */
+		return;
+	__sync_fetch_and_add(&h->slots[slot], 1);
+	__sync_fetch_and_add(&h->sum_ns, delta);
+	st->stats[STAT_RUNQ_EVENTS]++;
 }
 
 #endif /* CONTENTION_SCHED_PROBE_LOGIC_H */

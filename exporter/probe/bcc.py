@@ -15,8 +15,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .backend import ProbeKnobs, ProbeLoadError
-from .decode import U64, blame_item, runq_value, sum_stats
+from .backend import ProbeKnobs, ProbeLoadError, TrackedSlots
+from .decode import U32, U64, blame_item, runq_initial, runq_value, sum_stats
 from .status import (
     REASON_ATTACH_ERROR,
     REASON_COMPILE_ERROR,
@@ -99,6 +99,13 @@ def _raw(x: Any) -> bytes:
     return bytes(x)
 
 
+def _raw32(x: Any) -> bytes:
+    """An array index (a BCC c_int key or a Python int)."""
+    if isinstance(x, int):
+        return U32.pack(x)
+    return bytes(x)
+
+
 class BccMaps:
     """The loaded BCC probe (a ``bcc.BPF``) behind the loader-neutral interface."""
 
@@ -107,6 +114,7 @@ class BccMaps:
     def __init__(self, bpf: Any, knobs: ProbeKnobs, detail: str) -> None:
         self._bpf = bpf
         self._nslots = len(knobs.bounds_s) + 1
+        self._slots = TrackedSlots(knobs.max_cgroups)
         self.detail = detail
         self.batch_ok = True
 
@@ -122,23 +130,36 @@ class BccMaps:
                 self.batch_ok = False
         return list(table.items())
 
+    def _bump_gen(self) -> None:
+        g = self._table("tracked_gen")
+        g[g.Key(0)] = g.Leaf(self._slots.next_gen())
+
     def track(self, cgroup_id: int) -> None:
-        t = self._table("tracked")
+        # The slot gets its owner (and zero counts) before the victim becomes visible.
+        slot = self._slots.assign(cgroup_id)
+        t, runq = self._table("tracked"), self._table("runq")
         try:
-            t[t.Key(cgroup_id)] = t.Leaf(1)
+            runq[runq.Key(slot)] = runq.Leaf.from_buffer_copy(runq_initial(cgroup_id))
+            t[t.Key(cgroup_id)] = t.Leaf(slot)
         except Exception as e:  # BCC raises a bare Exception when the map is full
+            self._slots.release(cgroup_id)
             raise OSError(f"tracked: {e}") from None
+        self._bump_gen()
 
     def untrack(self, cgroup_id: int) -> None:
         t = self._table("tracked")
         with contextlib.suppress(KeyError):
             del t[t.Key(cgroup_id)]
+        self._slots.release(cgroup_id)
+        self._bump_gen()
 
     def read_runq(self) -> dict[int, tuple[int, ...]]:
-        return {
-            U64.unpack(_raw(k))[0]: runq_value(_raw(v), self._nslots)
-            for k, v in self._items(self._table("runq"))
-        }
+        out = {}
+        for k, v in self._items(self._table("runq")):
+            owner, values = runq_value(_raw(v), self._nslots)
+            if self._slots.owned(U32.unpack(_raw32(k))[0], owner):
+                out[owner] = values
+        return out
 
     def read_blame(self) -> dict[tuple[int, int], tuple[int, ...]]:
         return dict(blame_item(_raw(k), _raw(v)) for k, v in self._items(self._table("blame")))
@@ -148,12 +169,9 @@ class BccMaps:
         return sum_stats(_raw(cpu) for cpu in per_cpu)
 
     def delete_runq(self, victim: int) -> bool:
-        t = self._table("runq")
-        try:
-            del t[t.Key(victim)]
-        except KeyError:
-            return False
-        return True
+        # A victim's slot is released when it is untracked; its counts stay in the
+        # kernel until the slot is reassigned (and are not read meanwhile).
+        return victim not in self._slots.slot
 
     def delete_blame(self, victim: int, culprit: int) -> bool:
         t = self._table("blame")

@@ -13,16 +13,17 @@ import errno
 import os
 from pathlib import Path
 
-from .backend import ProbeKnobs, ProbeLoadError
+from .backend import ProbeKnobs, ProbeLoadError, TrackedSlots
 from .decode import (
     BLAME_KEY,
     BLAME_VALUE,
     CPU_STATE_SIZE,
     RUNQ_VALUE,
-    TRACKED_VALUE,
+    U32,
     U64,
     blame_item,
     pack_knobs,
+    runq_initial,
     runq_value,
     split_per_cpu,
     sum_stats,
@@ -96,33 +97,52 @@ class CoreMaps:
         bpf = obj.bpf
         self._ncpu = bpf.possible_cpus()
         self._nslots = len(knobs.bounds_s) + 1
-        self._tracked = MapFd(bpf, obj.map_fd("tracked"), U64.size, TRACKED_VALUE.size)
-        self._runq = MapFd(bpf, obj.map_fd("runq"), U64.size, RUNQ_VALUE.size)
+        self._slots = TrackedSlots(knobs.max_cgroups)
+        self._tracked = MapFd(bpf, obj.map_fd("tracked"), U64.size, U32.size)
+        self._gen = MapFd(bpf, obj.map_fd("tracked_gen"), U32.size, U32.size)
+        self._runq = MapFd(bpf, obj.map_fd("runq"), U32.size, RUNQ_VALUE.size)
         self._blame = MapFd(bpf, obj.map_fd("blame"), BLAME_KEY.size, BLAME_VALUE.size)
         step = (CPU_STATE_SIZE + 7) & ~7
         self._cpu = MapFd(bpf, obj.map_fd("cpu_states"), 4, step * self._ncpu)
         self._fds = {tp: obj.program_fd(prog) for tp, prog in PROGRAMS.items()}
 
     def track(self, cgroup_id: int) -> None:
-        self._tracked.update(U64.pack(cgroup_id), TRACKED_VALUE.pack(1))
+        # The slot gets its owner (and zero counts) before the victim becomes visible.
+        slot = self._slots.assign(cgroup_id)
+        try:
+            self._runq.update(U32.pack(slot), runq_initial(cgroup_id))
+            self._tracked.update(U64.pack(cgroup_id), U32.pack(slot))
+        except OSError:
+            self._slots.release(cgroup_id)
+            raise
+        self._gen.update(U32.pack(0), U32.pack(self._slots.next_gen()))
 
     def untrack(self, cgroup_id: int) -> None:
         self._tracked.delete(U64.pack(cgroup_id))
+        self._slots.release(cgroup_id)
+        self._gen.update(U32.pack(0), U32.pack(self._slots.next_gen()))
 
     def read_runq(self) -> dict[int, tuple[int, ...]]:
-        return {U64.unpack(k)[0]: runq_value(v, self._nslots) for k, v in self._runq.items()}
+        out = {}
+        for k, v in self._runq.items():
+            owner, values = runq_value(v, self._nslots)
+            if self._slots.owned(U32.unpack(k)[0], owner):
+                out[owner] = values
+        return out
 
     def read_blame(self) -> dict[tuple[int, int], tuple[int, ...]]:
         return dict(blame_item(k, v) for k, v in self._blame.items())
 
     def read_stats(self) -> tuple[int, ...]:
-        raw = self._cpu.lookup(ct.c_uint32(0).value.to_bytes(4, "little"))
+        raw = self._cpu.lookup(U32.pack(0))
         if raw is None:
             raise LibbpfError("cpu_states lookup", errno.ENOENT)
         return sum_stats(split_per_cpu(raw, self._ncpu, CPU_STATE_SIZE))
 
     def delete_runq(self, victim: int) -> bool:
-        return self._runq.delete(U64.pack(victim))
+        # A victim's slot is released when it is untracked; its counts stay in the
+        # kernel until the slot is reassigned (and are not read meanwhile).
+        return victim not in self._slots.slot
 
     def delete_blame(self, victim: int, culprit: int) -> bool:
         return self._blame.delete(BLAME_KEY.pack(victim, culprit))

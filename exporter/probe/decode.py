@@ -39,9 +39,11 @@ STAT_NAMES = (
 )
 STAT = {name: i for i, name in enumerate(STAT_NAMES)}
 
-U64 = struct.Struct("<Q")  # tracked and runq keys (victim cgroup id)
-TRACKED_VALUE = struct.Struct("<B")
-RUNQ_VALUE = struct.Struct(f"<{RUNQ_MAX_SLOTS + 1}Q")  # struct runq_hist: slots, sum_ns
+U64 = struct.Struct("<Q")  # tracked keys (victim cgroup id)
+U32 = struct.Struct("<I")  # array keys (runq slot, tracked_gen), tracked values (slot)
+NO_SLOT = 0xFFFFFFFF
+# struct runq_hist: owner, slots[RUNQ_MAX_SLOTS], sum_ns
+RUNQ_VALUE = struct.Struct(f"<{RUNQ_MAX_SLOTS + 2}Q")
 BLAME_KEY = struct.Struct("<QQ")  # struct blame_key: victim, culprit
 BLAME_VALUE = struct.Struct("<QQ")  # struct blame_cell: wait_ns, events
 RUN_SLICE = struct.Struct("<QQQ")
@@ -49,17 +51,24 @@ RUN_SLICE = struct.Struct("<QQQ")
 CPU_STATE_STATS_OFFSET = 8 + 4 + 4 + RING_MAX_SLOTS * RUN_SLICE.size
 CPU_STATE_STATS = struct.Struct(f"<{len(STAT_NAMES)}Q")
 CPU_STATE_SIZE = CPU_STATE_STATS_OFFSET + CPU_STATE_STATS.size
-PID_STATE = struct.Struct("<QQQ")  # struct pid_state: cgroup, since, victim
+# struct pid_state: cgroup, since, victim, victim_slot, slot, gen, pad
+PID_STATE = struct.Struct("<QQQIIII")
 # struct probe_knobs: bounds_ns[RUNQ_MAX_BOUNDS], min_wait_ns, nbounds, ring_mask,
 # max_pids, occupancy, switch_has_state, use_ktime
 KNOBS = struct.Struct(f"<{RUNQ_MAX_BOUNDS}QQ6I")
 
 
-def runq_value(raw: bytes, nslots: int) -> tuple[int, ...]:
-    """A ``struct runq_hist`` -> ``(slot_0 .. slot_{nslots-1}, sum_ns)``: the slots in
-    use (bounds + overflow), then the sum."""
+def runq_value(raw: bytes, nslots: int) -> tuple[int, tuple[int, ...]]:
+    """A ``struct runq_hist`` -> ``(owner, (slot_0 .. slot_{nslots-1}, sum_ns))``: the
+    victim the histogram slot belongs to, the buckets in use (bounds + overflow), the
+    sum."""
     vals = RUNQ_VALUE.unpack_from(raw)
-    return (*vals[:nslots], vals[-1])
+    return vals[0], (*vals[1 : 1 + nslots], vals[-1])
+
+
+def runq_initial(owner: int) -> bytes:
+    """The value userspace writes when it assigns a histogram slot: owner, no counts."""
+    return RUNQ_VALUE.pack(owner, *([0] * (RUNQ_MAX_SLOTS + 1)))
 
 
 def blame_item(key: bytes, value: bytes) -> tuple[tuple[int, int], tuple[int, int]]:

@@ -124,6 +124,7 @@ class SchedProbe:
         self._prev_runq: dict[int, tuple[int, ...]] = {}
         self._prev_blame: dict[tuple[int, int], tuple[int, ...]] = {}
         self._prev_stats: tuple[int, ...] | None = None
+        self._untracked: set[int] = set()  # since the last poll: their histograms restart
         self._last_poll = 0.0
         self._user_failures: dict[str, int] = dict.fromkeys(MAPS, 0)
         self._totals = ProbeTotals()
@@ -227,6 +228,7 @@ class SchedProbe:
         for cid in self._tracked - wanted:
             self._maps.untrack(cid)
             self._tracked.discard(cid)
+            self._untracked.add(cid)
         for cid in wanted - self._tracked:
             try:
                 self._maps.track(cid)
@@ -253,6 +255,11 @@ class SchedProbe:
             runq = maps.read_runq()
             blame = maps.read_blame()
             stats = maps.read_stats()
+            # An untracked victim's histogram starts from zero if it is tracked again
+            # (a new slot): never diff it against the old one.
+            for cid in self._untracked:
+                self._prev_runq.pop(cid, None)
+            self._untracked.clear()
             d_runq = diff_counters(self._prev_runq, runq)
             d_blame = diff_counters(self._prev_blame, blame)
             d_stats = diff_totals(self._prev_stats, stats)

@@ -339,8 +339,9 @@ def test_map_full_is_counted_not_fatal(
     what fits is still measured."""
     probe = load_probe(max_cgroups=1, max_pids=32, max_blame=2, min_wait_us=0)
     labs = [make_lab(f"probe-full{i}") for i in range(3)]
-    # labs[0] gets the one slot (the CO-RE probe keeps pid state only for tracked
-    # tasks; BCC for every task): its 48 busy loops overflow the 32 hashed pid slots.
+    # labs[0] gets the one slot (the CO-RE probe inserts hashed pid entries only for
+    # tracked tasks; BCC for every task): its 48 busy loops overflow the 32 hashed
+    # pid slots.
     probe.set_tracked([labs[0].cgroup_id])
     probe.set_tracked([lab.cgroup_id for lab in labs])
     for lab in labs:

@@ -26,13 +26,23 @@ def layout() -> object:
 
 def test_struct_sizes_and_offsets(layout) -> None:  # type: ignore[no-untyped-def]
     size, off = layout("runq_hist")
-    assert size == d.RUNQ_VALUE.size and off["sum_ns"] == d.RUNQ_MAX_SLOTS * 8
+    assert size == d.RUNQ_VALUE.size
+    assert off == {"owner": 0, "slots": 8, "sum_ns": 8 + d.RUNQ_MAX_SLOTS * 8}
     size, off = layout("blame_key")
     assert size == d.BLAME_KEY.size and off == {"victim": 0, "culprit": 8}
     size, off = layout("blame_cell")
     assert size == d.BLAME_VALUE.size and off == {"wait_ns": 0, "events": 8}
     size, off = layout("pid_state")
-    assert size == d.PID_STATE.size and off == {"cgroup": 0, "since": 8, "victim": 16}
+    assert size == d.PID_STATE.size
+    assert off == {
+        "cgroup": 0,
+        "since": 8,
+        "victim": 16,
+        "victim_slot": 24,
+        "slot": 28,
+        "gen": 32,
+        "pad": 36,
+    }
     size, _ = layout("run_slice")
     assert size == d.RUN_SLICE.size
     size, off = layout("cpu_state")
@@ -67,8 +77,9 @@ def test_stat_names_mirror_the_header() -> None:
 
 
 def test_decoders() -> None:
-    raw = struct.pack(f"<{d.RUNQ_MAX_SLOTS + 1}Q", *range(1, d.RUNQ_MAX_SLOTS + 1), 999)
-    assert d.runq_value(raw, 3) == (1, 2, 3, 999)
+    raw = struct.pack(f"<{d.RUNQ_MAX_SLOTS + 2}Q", 42, *range(1, d.RUNQ_MAX_SLOTS + 1), 999)
+    assert d.runq_value(raw, 3) == (42, (1, 2, 3, 999))
+    assert d.runq_value(d.runq_initial(7), 2) == (7, (0, 0, 0))
     key, val = d.blame_item(d.BLAME_KEY.pack(5, d.UNATTRIBUTED_KEY), d.BLAME_VALUE.pack(7, 1))
     assert key == (5, d.UNATTRIBUTED_KEY) and val == (7, 1)
     cpu = bytearray(d.CPU_STATE_SIZE)

@@ -271,3 +271,21 @@ def test_kernel_failure_counters_are_reported_as_deltas() -> None:
     fake.bump("fail_blame", 1)
     assert p.poll().update_failures["blame"] == 1
     assert p.totals().update_failures["blame"] == 5
+
+
+def test_tracked_slots_assign_release_and_generation() -> None:
+    """Victims get histogram slots; a released slot is reused for the next victim, whose
+    histogram then belongs to it alone (``owned``); the generation never takes the
+    kernel's 'invalid cache' value."""
+    from exporter.probe.backend import TrackedSlots
+
+    t = TrackedSlots(2)
+    a, b = t.assign(100), t.assign(200)
+    assert {a, b} == {0, 1} and t.assign(100) == a
+    with pytest.raises(OSError):
+        t.assign(300)
+    t.release(100)
+    assert t.assign(300) == a
+    assert t.owned(a, 300) and not t.owned(a, 100) and not t.owned(a, 0)
+    t.gen = TrackedSlots.MAX_GEN
+    assert t.next_gen() == 1
