@@ -1,25 +1,31 @@
 #!/usr/bin/env python3
-"""Per-event cost of the scheduler probe, against a floor, in one run (root only).
+"""The scheduler probe's cost, CO-RE and BCC side by side in one run (root only).
 
-    sudo .venv/bin/python bench/probe_bench.py [--seconds 10] [--json]
+    sudo .venv/bin/python bench/probe_bench.py [--seconds 10] [--last-runner] [--json]
 
-With ``kernel.bpf_stats_enabled=1`` (restored afterwards) the kernel accounts each BPF
-program's run time and run count (``/proc/<pid>/fdinfo/<prog fd>``). Five program sets
-are attached at the same time, so they see exactly the same events:
+Part 1, per-event kernel cost. With ``kernel.bpf_stats_enabled=1`` (restored
+afterwards) the kernel accounts each BPF program's run time and run count
+(``/proc/<pid>/fdinfo/<prog fd>``). All program sets are attached at the same time,
+so they see exactly the same events:
 
-* ``empty``: a sched_switch program that returns at once (the floor);
-* ``clock-read``: one that only calls ``bpf_ktime_get_ns()`` (what any latency probe
-  pays per switch at least);
-* ``histogram-only``: a runqlat-like program (pid -> enqueue time, one log2 histogram);
-* ``occupancy`` and ``last-runner``: the full probe (``bpf/sched_probe.c``) in each
-  attribution mode, tracking every non-root cgroup (host mode's default).
+* ``tp_btf empty`` / ``tp_btf clock-read``: BTF tracepoint programs (the CO-RE probe's
+  hook type) that return at once / only call ``bpf_ktime_get_ns()``: the floor, and
+  what one clock read costs (``bpf/bench_core.bpf.c``, compiled here with clang);
+* ``tracepoint empty`` / ``tracepoint clock-read`` / ``histogram-only``: the same for
+  BCC's perf-event tracepoints, and a runqlat-like program (``bpf/bench_*.c``);
+* ``core`` and ``bcc``: the full probe through each loader (occupancy; with
+  ``--last-runner`` also last-runner mode), tracking every non-root cgroup.
 
 Load: a pipe ping-pong between two processes pinned to one CPU, in a lab cgroup
-(``contention-test-bench-pingpong``, removed afterwards); both processes end by
-themselves after ``--seconds``. ``--with-hog`` adds a busy loop on the same CPU (its
-own lab cgroup), so waits get long enough to go through attribution. Also reported:
-the probe's CPU seconds per second (kernel side at the measured switch rate, and one
-``poll()`` every 5 s in userspace) and the RSS of a process holding a loaded probe.
+(``contention-test-bench-pingpong``, removed afterwards); both end by themselves after
+``--seconds``. ``--with-hog`` adds a busy loop on the same CPU (its own lab cgroup), so
+waits get long enough to go through attribution.
+
+Part 2, the exporter process (``--no-startup`` skips it): ``contention-exporter`` is
+started three times on this host, with ``--probe.loader=core``, ``--probe.loader=bcc``
+and ``--no-probe``: the time from process start until it answers ``/healthz`` (the
+probe is attached before the server starts), the probe's own load time (from its log
+line), and the process RSS after a few sampler passes.
 """
 
 from __future__ import annotations
@@ -28,9 +34,12 @@ import argparse
 import contextlib
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -39,23 +48,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from exporter.probe import SchedProbe  # noqa: E402
+from exporter.probe.libbpf import BpfObject, Libbpf  # noqa: E402
 from exporter.probe.loader import program_stats  # noqa: E402
 from exporter.probe.status import find_kernel_source  # noqa: E402
 from labs import LabCgroup, spawn_busy  # noqa: E402
+from labs.exporter_proc import ExporterProcess  # noqa: E402
 
 BPF_DIR = ROOT / "bpf"
 STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
 UNIFIED = "/sys/fs/cgroup/unified"
 SWITCH = "sched_switch"
-HOOKS = ("sched_switch", "sched_wakeup", "sched_wakeup_new", "sched_process_exit")
-
-
-def vm_kb(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
+BCC_HOOKS = ("sched_switch", "sched_wakeup", "sched_wakeup_new", "sched_process_exit")
+TARGETS = {"core_switch_ns": 150.0, "core_all_hooks_ns": 250.0}
 
 
 def all_cgroup_ids() -> list[int]:
@@ -105,68 +109,46 @@ def pingpong(lab: LabCgroup, cpu: int, seconds: float) -> int:
         os._exit(0)
 
 
-def snapshot(funcs: dict[str, int]) -> dict[str, tuple[int, int]]:
+def snapshot(fds: dict[str, int]) -> dict[str, tuple[int, int]]:
     out = {}
-    for name, fd in funcs.items():
+    for name, fd in fds.items():
         st = program_stats(fd)
         out[name] = (st.run_time_ns, st.run_count) if st else (0, 0)
     return out
 
 
-def bcc_funcs(bpf: Any) -> dict[str, int]:
+def bcc_fds(bpf: Any) -> dict[str, int]:
     out = {}
-    for hook in HOOKS:
+    for hook in BCC_HOOKS:
         fn = bpf.funcs.get(f"tracepoint__sched__{hook}".encode())
         if fn is not None:
             out[hook] = fn.fd
     return out
 
 
-def rss_child() -> None:
-    """Subprocess mode: RSS before and after loading one probe."""
-    before = vm_kb("VmRSS")
-    p = SchedProbe()
-    st = p.load()
-    p.set_tracked(all_cgroup_ids())
-    p.poll()
-    after = vm_kb("VmRSS")
-    print(
-        json.dumps(
-            {
-                "loaded": st.loaded,
-                "rss_before_kb": before,
-                "rss_after_kb": after,
-                "peak_kb": vm_kb("VmHWM"),
-            }
-        )
+def core_references(workdir: Path) -> tuple[BpfObject | None, str]:
+    """The tp_btf reference programs, compiled here (clang + libbpf-dev headers)."""
+    clang = shutil.which("clang")
+    if clang is None:
+        return None, "clang not found (scripts/setup.sh --build-bpf)"
+    obj, src = workdir / "bench_core.bpf.o", BPF_DIR / "bench_core.bpf.c"
+    r = subprocess.run(
+        [clang, "-target", "bpfel", "-g", "-O2", f"-I{BPF_DIR}", "-c", str(src), "-o", str(obj)],
+        capture_output=True,
+        text=True,
+        check=False,
     )
-    p.close()
+    if r.returncode != 0:
+        return None, f"clang failed: {r.stderr[-300:]}"
+    bo = BpfObject(Libbpf.open(), obj.read_bytes(), "bench_core")
+    bo.load()
+    for prog in ("bench_empty", "bench_ktime"):
+        bo.attach(prog)
+    return bo, ""
 
 
-def main() -> int:  # noqa: C901 - one measurement, step by step
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--seconds", type=float, default=10.0, help="load duration (max 120)")
-    ap.add_argument("--json", action="store_true", help="print one JSON document")
-    ap.add_argument(
-        "--with-hog",
-        action="store_true",
-        help="add a busy loop on the same CPU, so waits get long enough to be attributed",
-    )
-    ap.add_argument("--rss-child", action="store_true", help=argparse.SUPPRESS)
-    a = ap.parse_args()
-    if a.rss_child:
-        rss_child()
-        return 0
-    if os.geteuid() != 0:
-        print("probe_bench: needs root (BPF, bpf_stats_enabled, a lab cgroup)", file=sys.stderr)
-        return 2
+def kernel_costs(a: argparse.Namespace) -> dict[str, Any]:
     seconds = max(1.0, min(a.seconds, 120.0))
-    ksrc, why = find_kernel_source(None)
-    if ksrc is None and why:
-        print(f"probe_bench: {why}", file=sys.stderr)
-        return 2
-    if ksrc:
-        os.environ["BCC_KERNEL_SOURCE"] = ksrc
     from bcc import BPF
 
     with open(STATS_SYSCTL) as f:
@@ -174,47 +156,59 @@ def main() -> int:  # noqa: C901 - one measurement, step by step
     lab: LabCgroup | None = None
     hog_lab: LabCgroup | None = None
     leader = 0
-    probes: list[SchedProbe] = []
-    result: dict[str, Any] = {}
+    probes: dict[str, SchedProbe] = {}
+    refs: list[Any] = []
+    core_ref: BpfObject | None = None
+    workdir = Path(tempfile.mkdtemp(prefix="probe-bench-"))
     try:
         with open(STATS_SYSCTL, "w") as f:
             f.write("1")
-        empty = BPF(src_file=str(BPF_DIR / "bench_empty.c").encode(), cflags=["-w"])
-        ktime = BPF(src_file=str(BPF_DIR / "bench_ktime.c").encode(), cflags=["-w"])
-        hist = BPF(src_file=str(BPF_DIR / "bench_runqlat.c").encode(), cflags=["-w"])
-        for mode in ("occupancy", "last-runner"):
-            p = SchedProbe(attribution=mode)
-            st = p.load()
-            if not st.loaded:
-                print(f"probe_bench: probe not loaded: {st.reason}: {st.detail}", file=sys.stderr)
-                return 1
-            probes.append(p)
+        sets: dict[str, dict[str, int]] = {}
+        # References first (programs attached earlier pay more cold-cache misses).
+        core_ref, why = core_references(workdir)
+        if core_ref is not None:
+            sets["tp_btf empty"] = {SWITCH: core_ref.program_fd("bench_empty")}
+            sets["tp_btf clock-read"] = {SWITCH: core_ref.program_fd("bench_ktime")}
+        else:
+            print(f"probe_bench: no tp_btf reference programs: {why}", file=sys.stderr)
+        for name, src in (
+            ("tracepoint empty", "bench_empty.c"),
+            ("tracepoint clock-read", "bench_ktime.c"),
+            ("histogram-only", "bench_runqlat.c"),
+        ):
+            b = BPF(src_file=str(BPF_DIR / src).encode(), cflags=["-w"])
+            refs.append(b)
+            sets[name] = bcc_fds(b)
+        modes = ("occupancy", "last-runner") if a.last_runner else ("occupancy",)
+        for loader in ("core", "bcc"):
+            for mode in modes:
+                key = loader if mode == "occupancy" else f"{loader} last-runner"
+                p = SchedProbe(loader=loader, attribution=mode)
+                st = p.load()
+                if not st.loaded:
+                    raise SystemExit(f"probe_bench: {key} not loaded: {st.reason}: {st.detail}")
+                probes[key] = p
+                assert p._maps is not None
+                sets[key] = p._maps.program_fds()
         lab = LabCgroup.create("bench-pingpong")
         if a.with_hog:
             hog_lab = LabCgroup.create("bench-hog")
         tracked = all_cgroup_ids()
-        for p in probes:
+        for p in probes.values():
             p.set_tracked(tracked)
-        sets = {
-            "empty": bcc_funcs(empty),
-            "clock-read": bcc_funcs(ktime),
-            "histogram-only": bcc_funcs(hist),
-        }
-        for p in probes:
-            sets[p.attribution] = bcc_funcs(p._bpf)  # the probe's own program fds
         cpu = max(os.sched_getaffinity(0))
         before = {k: snapshot(v) for k, v in sets.items()}
-        probes[0].poll()
-        blame0 = probes[0].totals()
+        first = next(iter(probes.values()))
+        for p in probes.values():
+            p.poll()
+        totals0 = {k: p.totals() for k, p in probes.items()}
         t0 = time.monotonic()
         leader = pingpong(lab, cpu, seconds)
         if hog_lab is not None:
             hog = spawn_busy(hog_lab, threads=1, seconds=seconds)
             for pid in (hog.pid, *hog.children):
                 os.sched_setaffinity(pid, {cpu})
-        # Poll like the sampler does (every 5 s; here every second for more samples).
         poll_s: list[float] = []
-        cpu0 = time.thread_time()
         while True:
             done, _ = os.waitpid(leader, os.WNOHANG)
             if done:
@@ -226,113 +220,204 @@ def main() -> int:  # noqa: C901 - one measurement, step by step
                 leader = 0
                 break
             s = time.perf_counter()
-            probes[0].poll()
+            first.poll()
             poll_s.append(time.perf_counter() - s)
             time.sleep(1.0)
-        poll_cpu = time.thread_time() - cpu0
         window = time.monotonic() - t0
         after = {k: snapshot(v) for k, v in sets.items()}
-        probes[0].poll()
-        blame1 = probes[0].totals()
-
-        rows: dict[str, dict[str, float]] = {}
-        for name in sets:
-            r: dict[str, float] = {}
-            total_ns = 0
-            for hook in sets[name]:
-                dt = after[name][hook][0] - before[name][hook][0]
-                dn = after[name][hook][1] - before[name][hook][1]
-                total_ns += dt
-                r[f"{hook}_events"] = dn
-                r[f"{hook}_ns_per_event"] = dt / dn if dn else 0.0
-            r["all_hooks_ns"] = total_ns
-            rows[name] = r
-        switches = rows["empty"][f"{SWITCH}_events"]
-        floor = rows["empty"][f"{SWITCH}_ns_per_event"]
-        histo = rows["histogram-only"][f"{SWITCH}_ns_per_event"]
-        for r in rows.values():
-            ns = r[f"{SWITCH}_ns_per_event"]
-            r["ratio_to_floor"] = ns / floor if floor else 0.0
-            r["ratio_to_histogram"] = ns / histo if histo else 0.0
-            r["all_hooks_ns_per_switch"] = r["all_hooks_ns"] / switches if switches else 0.0
-            r["kernel_cpu_seconds_per_second"] = r["all_hooks_ns"] / 1e9 / window
-        rss = subprocess.run(
-            [sys.executable, __file__, "--rss-child"], capture_output=True, text=True, check=False
-        )
-        try:
-            rss_info = json.loads(rss.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            rss_info = {"error": rss.stderr[-500:]}
-        poll_mean = sum(poll_s) / len(poll_s) if poll_s else 0.0
-        result = {
-            "kernel": os.uname().release,
-            "cpus": os.cpu_count(),
-            "window_seconds": window,
-            "load": "ping-pong + busy hog" if a.with_hog else "ping-pong",
-            "switches_per_second": switches / window,
-            "tracked_cgroups": len(tracked),
-            "recorded_waits_per_switch": (blame1.runq_events - blame0.runq_events) / switches
-            if switches
-            else 0.0,
-            "attributed_waits_per_switch": (blame1.blame_events - blame0.blame_events) / switches
-            if switches
-            else 0.0,
-            "programs": rows,
-            "poll": {
-                "count": len(poll_s),
-                "mean_seconds": poll_mean,
-                "cpu_seconds_total": poll_cpu,
-                "cpu_seconds_per_second_at_5s_interval": poll_mean / 5.0,
-            },
-            "rss": rss_info,
-        }
+        for p in probes.values():
+            p.poll()
+        totals1 = {k: p.totals() for k, p in probes.items()}
     finally:
         if leader:
             with contextlib.suppress(ProcessLookupError, ChildProcessError):
                 os.kill(leader, signal.SIGKILL)
                 os.waitpid(leader, 0)
-        for p in probes:
+        for p in probes.values():
             p.close()
+        for b in refs:
+            b.cleanup()
+        if core_ref is not None:
+            core_ref.close()
         for lb in (lab, hog_lab):
             if lb is not None:
                 lb.remove()
+        shutil.rmtree(workdir, ignore_errors=True)
         with open(STATS_SYSCTL, "w") as f:
             f.write(stats_before)
 
+    rows: dict[str, dict[str, float]] = {}
+    for name in sets:
+        r: dict[str, float] = {}
+        total_ns = 0
+        for hook in sets[name]:
+            dt = after[name][hook][0] - before[name][hook][0]
+            dn = after[name][hook][1] - before[name][hook][1]
+            total_ns += dt
+            r[f"{hook}_events"] = dn
+            r[f"{hook}_ns_per_event"] = dt / dn if dn else 0.0
+        r["all_hooks_ns"] = total_ns
+        rows[name] = r
+    switches = max(r[f"{SWITCH}_events"] for r in rows.values())
+    for r in rows.values():
+        r["all_hooks_ns_per_switch"] = r["all_hooks_ns"] / switches if switches else 0.0
+        r["kernel_cpu_seconds_per_second"] = r["all_hooks_ns"] / 1e9 / window
+    recorded = {
+        k: (totals1[k].runq_events - totals0[k].runq_events) / switches if switches else 0.0
+        for k in probes
+    }
+    core, bcc = rows.get("core", {}), rows.get("bcc", {})
+    core_sw = core.get(f"{SWITCH}_ns_per_event", 0.0)
+    verdict = {
+        "core_switch_ns": core_sw,
+        "core_switch_target_met": core_sw <= TARGETS["core_switch_ns"],
+        "core_all_hooks_ns": core.get("all_hooks_ns_per_switch", 0.0),
+        "core_all_hooks_target_met": core.get("all_hooks_ns_per_switch", 1e9)
+        <= TARGETS["core_all_hooks_ns"],
+        "core_not_slower_than_bcc": core.get("all_hooks_ns_per_switch", 1e9)
+        <= bcc.get("all_hooks_ns_per_switch", 0.0)
+        and core_sw <= bcc.get(f"{SWITCH}_ns_per_event", 0.0),
+    }
+    poll_mean = sum(poll_s) / len(poll_s) if poll_s else 0.0
+    return {
+        "window_seconds": window,
+        "load": "ping-pong + busy hog" if a.with_hog else "ping-pong",
+        "switches_per_second": switches / window,
+        "tracked_cgroups": len(tracked),
+        "recorded_waits_per_switch": recorded,
+        "programs": rows,
+        "targets": TARGETS,
+        "verdict": verdict,
+        "poll_core_mean_seconds": poll_mean,
+    }
+
+
+def vm_kb(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+LOAD_LINE = re.compile(r"scheduler probe loaded.*?: (CO-RE|BCC) in ([0-9.]+)s")
+
+
+def exporter_startup(settle_s: float) -> dict[str, Any]:
+    """Start the real exporter per loader (and without the probe): start-up time,
+    the probe's own load time, RSS after a few passes."""
+    out: dict[str, Any] = {}
+    env = dict(os.environ)
+    ksrc, _ = find_kernel_source(None)
+    if ksrc:
+        env.setdefault("BCC_KERNEL_SOURCE", ksrc)
+    for name, args in (
+        ("core", ["--probe.loader", "core"]),
+        ("bcc", ["--probe.loader", "bcc"]),
+        ("no probe", []),
+    ):
+        exp = ExporterProcess(sample_interval=1.0, probe=bool(args), extra_args=args, env=env)
+        t0 = time.monotonic()
+        try:
+            exp.start(timeout=60)
+            ready = time.monotonic() - t0
+            time.sleep(settle_s)  # a few sampler passes
+            scrape = exp.scrape()
+            loaded = scrape.select("contention_probe_loaded")
+            m = LOAD_LINE.search(exp.log_tail())
+            out[name] = {
+                "ready_seconds": ready,
+                "probe_load_seconds": float(m.group(2)) if m else None,
+                "loaded_by": loaded[0].labels.get("loader", "") if loaded else "",
+                "loaded": bool(loaded) and loaded[0].value == 1,
+                "rss_mib": vm_kb(exp.pid, "VmRSS") / 1024,
+                "peak_rss_mib": vm_kb(exp.pid, "VmHWM") / 1024,
+            }
+        finally:
+            exp.close()
+    return out
+
+
+def print_table(result: dict[str, Any]) -> None:
+    k = result.get("kernel_cost")
+    if k:
+        print(
+            f"kernel {result['kernel']}, {result['cpus']} CPUs; {k['load']} pinned to one "
+            f"CPU for {k['window_seconds']:.1f}s: {k['switches_per_second']:,.0f} "
+            f"sched_switch/s; {k['tracked_cgroups']} cgroups tracked"
+        )
+        print()
+        print(
+            f"{'program':<24}{'switch ns/ev':>13}{'wakeup ns/ev':>14}"
+            f"{'all hooks ns/switch':>21}{'kernel CPU s/s':>16}"
+        )
+        for name, r in k["programs"].items():
+            print(
+                f"{name:<24}{r.get(f'{SWITCH}_ns_per_event', 0.0):>13.1f}"
+                f"{r.get('sched_wakeup_ns_per_event', 0.0):>14.1f}"
+                f"{r['all_hooks_ns_per_switch']:>21.1f}{r['kernel_cpu_seconds_per_second']:>16.4f}"
+            )
+        v, t = k["verdict"], k["targets"]
+
+        def met(ok: bool) -> str:
+            return "met" if ok else "NOT met"
+
+        print()
+        print(
+            f"CO-RE probe: {v['core_switch_ns']:.0f} ns per sched_switch (target "
+            f"<= {t['core_switch_ns']:.0f}: {met(v['core_switch_target_met'])}), "
+            f"{v['core_all_hooks_ns']:.0f} ns all hooks per switch (target <= "
+            f"{t['core_all_hooks_ns']:.0f}: {met(v['core_all_hooks_target_met'])}); "
+            f"no slower than BCC: {'yes' if v['core_not_slower_than_bcc'] else 'NO'}"
+        )
+        rec = ", ".join(f"{n} {x:.2f}" for n, x in k["recorded_waits_per_switch"].items())
+        print(f"waits recorded per switch: {rec}")
+    s = result.get("startup")
+    if s:
+        print()
+        print(f"{'exporter':<12}{'ready s':>9}{'probe load s':>14}{'RSS MiB':>9}{'peak MiB':>10}")
+        for name, r in s.items():
+            pl = r["probe_load_seconds"]
+            load = f"{pl:.2f}" if pl is not None else "-"
+            print(
+                f"{name:<12}{r['ready_seconds']:>9.2f}{load:>14}"
+                f"{r['rss_mib']:>9.1f}{r['peak_rss_mib']:>10.1f}"
+                + (f"  loaded by {r['loaded_by']}" if r["loaded"] else "")
+            )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=10.0, help="load duration (max 120)")
+    ap.add_argument("--json", action="store_true", help="print one JSON document")
+    ap.add_argument(
+        "--with-hog",
+        action="store_true",
+        help="add a busy loop on the same CPU, so waits get long enough to be attributed",
+    )
+    ap.add_argument(
+        "--last-runner", action="store_true", help="also both probes in last-runner mode"
+    )
+    ap.add_argument("--no-startup", action="store_true", help="skip the exporter start-up/RSS part")
+    ap.add_argument("--settle", type=float, default=5.0, help="seconds before reading RSS")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        print("probe_bench: needs root (BPF, bpf_stats_enabled, a lab cgroup)", file=sys.stderr)
+        return 2
+    ksrc, why = find_kernel_source(None)
+    if ksrc is None and why:
+        print(f"probe_bench: BCC needs kernel headers: {why}", file=sys.stderr)
+        return 2
+    if ksrc:
+        os.environ["BCC_KERNEL_SOURCE"] = ksrc
+    result: dict[str, Any] = {"kernel": os.uname().release, "cpus": os.cpu_count()}
+    result["kernel_cost"] = kernel_costs(a)
+    if not a.no_startup:
+        result["startup"] = exporter_startup(a.settle)
     if a.json:
         print(json.dumps(result, indent=2))
-        return 0
-    print(
-        f"kernel {result['kernel']}, {result['cpus']} CPUs; {result['load']} pinned to one CPU "
-        f"for {result['window_seconds']:.1f}s: {result['switches_per_second']:,.0f} "
-        f"sched_switch/s; {result['tracked_cgroups']} cgroups tracked; per switch "
-        f"{result['recorded_waits_per_switch']:.2f} waits recorded, "
-        f"{result['attributed_waits_per_switch']:.3f} attributed (>= min wait)"
-    )
-    print()
-    hdr = f"{'program':<16}{'switch ns/ev':>13}{'x floor':>9}{'x hist':>8}"
-    hdr += f"{'wakeup ns/ev':>14}{'all hooks ns/switch':>21}{'kernel CPU s/s':>16}"
-    print(hdr)
-    for name, r in result["programs"].items():
-        print(
-            f"{name:<16}{r[f'{SWITCH}_ns_per_event']:>13.1f}{r['ratio_to_floor']:>9.2f}"
-            f"{r['ratio_to_histogram']:>8.2f}{r.get('sched_wakeup_ns_per_event', 0.0):>14.1f}"
-            f"{r['all_hooks_ns_per_switch']:>21.1f}{r['kernel_cpu_seconds_per_second']:>16.4f}"
-        )
-    pl = result["poll"]
-    print()
-    print(
-        f"userspace poll(): {pl['mean_seconds'] * 1e3:.2f} ms each "
-        f"({pl['count']} polls) -> {pl['cpu_seconds_per_second_at_5s_interval']:.5f} CPU s/s "
-        "at the sampler's 5 s interval"
-    )
-    ri = result["rss"]
-    if "rss_after_kb" in ri:
-        print(
-            f"RSS of a process with one loaded probe: {ri['rss_after_kb'] / 1024:.0f} MiB "
-            f"(before loading {ri['rss_before_kb'] / 1024:.0f} MiB, peak while compiling "
-            f"{ri['peak_kb'] / 1024:.0f} MiB)"
-        )
+    else:
+        print_table(result)
     return 0
 
 
