@@ -75,6 +75,20 @@ def test_flags_become_typed_settings() -> None:
         build_parser().parse_args(["run", "--probe.top-k", "0"])
 
 
+def test_probe_loader_flags_reach_the_probe_settings() -> None:
+    """--probe.loader: auto by default; core and bcc force one; anything else is a usage
+    error (argparse exits 2). --probe.btf: the BTF the CO-RE object is relocated against."""
+    parse = build_parser().parse_args
+    assert agent_config(parse(["run"])).probe == ProbeConfig()
+    assert ProbeConfig().loader == "auto" and ProbeConfig().btf_path == "/sys/kernel/btf/vmlinux"
+    cfg = agent_config(parse(["run", "--probe.loader", "bcc", "--probe.btf", "/x"])).probe
+    assert (cfg.loader, cfg.btf_path) == ("bcc", "/x")
+    with pytest.raises(SystemExit):
+        parse(["run", "--probe.loader", "ebpf"])
+    with pytest.raises(ValueError, match="loader"):
+        ProbeConfig(loader="ebpf")
+
+
 def test_no_probe_is_news_not_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
     probe = open_probe(ProbeConfig(enabled=False))
