@@ -122,6 +122,8 @@ class ProbeMaps(Protocol):
 
     def delete_blame(self, victim: int, culprit: int) -> bool: ...
 
+    def read_pid(self, pid: int) -> tuple[int, ...] | None: ...  # (cgroup, since, victim)
+
     def program_fds(self) -> dict[str, int]: ...  # tracepoint -> program fd
 
     def close(self) -> None: ...

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .backend import ProbeKnobs, ProbeLoadError, TrackedSlots
-from .decode import U32, U64, blame_item, runq_initial, runq_value, sum_stats
+from .decode import U32, U64, blame_item, pid_value, runq_initial, runq_value, sum_stats
 from .status import (
     REASON_ATTACH_ERROR,
     REASON_COMPILE_ERROR,
@@ -115,6 +115,7 @@ class BccMaps:
         self._bpf = bpf
         self._nslots = len(knobs.bounds_s) + 1
         self._slots = TrackedSlots(knobs.max_cgroups)
+        self._max_pids = knobs.max_pids
         self.detail = detail
         self.batch_ok = True
 
@@ -172,6 +173,14 @@ class BccMaps:
         # A victim's slot is released when it is untracked; its counts stay in the
         # kernel until the slot is reassigned (and are not read meanwhile).
         return victim not in self._slots.slot
+
+    def read_pid(self, pid: int) -> tuple[int, ...] | None:
+        """One pid's entry (diagnostics and tests)."""
+        t = self._table("pid_direct" if pid < self._max_pids else "pid_hashed")
+        try:
+            return pid_value(_raw(t[t.Key(pid)]))
+        except KeyError:
+            return None
 
     def delete_blame(self, victim: int, culprit: int) -> bool:
         t = self._table("blame")

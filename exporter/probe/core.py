@@ -18,11 +18,13 @@ from .decode import (
     BLAME_KEY,
     BLAME_VALUE,
     CPU_STATE_SIZE,
+    PID_STATE,
     RUNQ_VALUE,
     U32,
     U64,
     blame_item,
     pack_knobs,
+    pid_value,
     runq_initial,
     runq_value,
     split_per_cpu,
@@ -143,6 +145,13 @@ class CoreMaps:
         # A victim's slot is released when it is untracked; its counts stay in the
         # kernel until the slot is reassigned (and are not read meanwhile).
         return victim not in self._slots.slot
+
+    def read_pid(self, pid: int) -> tuple[int, ...] | None:
+        """One pid's entry (diagnostics and tests)."""
+        name = "pid_direct" if pid < self._knobs.max_pids else "pid_hashed"
+        m = MapFd(self._obj.bpf, self._obj.map_fd(name), U32.size, PID_STATE.size)
+        raw = m.lookup(U32.pack(pid))
+        return None if raw is None else pid_value(raw)
 
     def delete_blame(self, victim: int, culprit: int) -> bool:
         return self._blame.delete(BLAME_KEY.pack(victim, culprit))

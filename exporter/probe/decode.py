@@ -71,6 +71,12 @@ def runq_initial(owner: int) -> bytes:
     return RUNQ_VALUE.pack(owner, *([0] * (RUNQ_MAX_SLOTS + 1)))
 
 
+def pid_value(raw: bytes) -> tuple[int, int, int] | None:
+    """A ``struct pid_state`` -> ``(cgroup, since, victim)``, None for an empty slot."""
+    cgroup, since, victim, *_ = PID_STATE.unpack_from(raw)
+    return None if cgroup == 0 else (cgroup, since, victim)
+
+
 def blame_item(key: bytes, value: bytes) -> tuple[tuple[int, int], tuple[int, int]]:
     victim, culprit = BLAME_KEY.unpack_from(key)
     wait_ns, events = BLAME_VALUE.unpack_from(value)

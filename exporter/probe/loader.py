@@ -252,8 +252,11 @@ class SchedProbe:
             maps = self._maps
             if maps is None:
                 return ProbeDelta(interval_s=interval)
-            runq = maps.read_runq()
+            # Blame before histograms: a wait that ends between the two reads then shows
+            # in the histogram first, so a victim's blamed wait never exceeds its
+            # recorded wait in one poll.
             blame = maps.read_blame()
+            runq = maps.read_runq()
             stats = maps.read_stats()
             # An untracked victim's histogram starts from zero if it is tracked again
             # (a new slot): never diff it against the old one.

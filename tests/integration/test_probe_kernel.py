@@ -306,16 +306,22 @@ def test_pid_churn_removed_cgroup_and_prune(
     probe = load_probe()
     lab = make_lab("probe-churn")
     probe.set_tracked([lab.cgroup_id])
-    base = probe.poll().map_entries["pid_cgroup"]
+    probe.poll()
+    pids: list[int] = []
     for _ in range(3):
         w = spawn_busy(lab, threads=24, seconds=0.5)
+        pids += [w.pid, *w.children]
         assert w.wait(10.0) is not None
     time.sleep(0.3)
     d = probe.poll()
     assert d.runq.get(lab.cgroup_id) is not None
     assert all(n == 0 for n in d.update_failures.values()), d.update_failures
-    # 3 x 25 processes came and went; their pid entries must be gone again.
-    assert d.map_entries["pid_cgroup"] - base < 40, (base, d.map_entries)
+    # 3 x 25 processes came and went: their pid entries are gone (or, for a pid the
+    # kernel already gave to another task, no longer the lab's). The node-wide entry
+    # count is not compared: other work on the machine starts tasks meanwhile.
+    assert probe._maps is not None
+    left = {pid: e for pid in pids if (e := probe._maps.read_pid(pid)) and e[0] == lab.cgroup_id}
+    assert len(pids) == 75 and not left, left
 
     gone = lab.cgroup_id
     lab.remove()
@@ -392,7 +398,8 @@ def test_waits_agree_with_the_kernels_accounting(make_lab: MakeLab) -> None:
     """A periodic victim waits behind a hog on one CPU. Three probes watch it at once:
     CO-RE on the scheduler's clocks, CO-RE on bpf_ktime_get_ns(), BCC. Each one's
     total wait must match the kernel's run_delay for the victim's process (the
-    accounting behind /proc/<pid>/schedstat and delay accounting), within 2 %."""
+    accounting behind /proc/<pid>/schedstat and delay accounting): within 1 % of the
+    run_delay read around its own polls."""
     probes = {
         "core": SchedProbe(loader="core"),
         "core-ktime": SchedProbe(loader="core", use_ktime=True),
@@ -414,21 +421,31 @@ def test_waits_agree_with_the_kernels_accounting(make_lab: MakeLab) -> None:
         ]
         pin(workers, cpu)
         time.sleep(1.0)
-        for p in probes.values():
+        pid = workers[1].pid
+        # Both sides count a wait when it ends (the probe at the switch-in, the kernel
+        # in the same switch), so the kernel's run_delay read just before and just
+        # after each probe's poll brackets what that probe can have recorded.
+        start: dict[str, tuple[int, int]] = {}
+        for name, p in probes.items():
+            before = run_delay_ns(pid)
             p.poll()
-        k0 = run_delay_ns(workers[1].pid)
+            start[name] = (before, run_delay_ns(pid))
         time.sleep(4.0)
-        k1 = run_delay_ns(workers[1].pid)
-        deltas = {name: p.poll() for name, p in probes.items()}
-        kernel_s = (k1 - k0) / 1e9
-        got = {
-            name: (d.runq[victim.cgroup_id].sum_s if victim.cgroup_id in d.runq else 0.0)
-            for name, d in deltas.items()
-        }
-        print(f"victim wait in 4 s: kernel run_delay {kernel_s:.4f}s; probes {got}")
-        assert kernel_s > 0.2, "the victim hardly waited: no contention on its CPU"
+        got: dict[str, float] = {}
+        bounds: dict[str, tuple[float, float]] = {}
+        for name, p in probes.items():
+            before = run_delay_ns(pid)
+            d = p.poll()
+            after = run_delay_ns(pid)
+            got[name] = d.runq[victim.cgroup_id].sum_s if victim.cgroup_id in d.runq else 0.0
+            lo = (before - start[name][1]) / 1e9
+            hi = (after - start[name][0]) / 1e9
+            bounds[name] = (lo, hi)
+        print(f"victim wait in 4 s: kernel run_delay bounds {bounds}; probes {got}")
         for name, s in got.items():
-            assert abs(s - kernel_s) <= 0.02 * kernel_s, (name, s, kernel_s)
+            lo, hi = bounds[name]
+            assert lo > 0.2, "the victim hardly waited: no contention on its CPU"
+            assert 0.99 * lo <= s <= 1.01 * hi, (name, s, lo, hi)
     finally:
         for p in probes.values():
             p.close()

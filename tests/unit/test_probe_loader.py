@@ -168,6 +168,9 @@ class FakeMaps:
     def program_fds(self) -> dict[str, int]:
         return {}
 
+    def read_pid(self, pid: int) -> tuple[int, ...] | None:
+        return None
+
     def close(self) -> None:
         self.closed = True
 
