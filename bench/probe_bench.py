@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -147,28 +148,23 @@ def core_references(workdir: Path) -> tuple[BpfObject | None, str]:
     return bo, ""
 
 
-def kernel_costs(a: argparse.Namespace) -> dict[str, Any]:
-    seconds = max(1.0, min(a.seconds, 120.0))
-    from bcc import BPF
+@dataclass
+class Programs:
+    """Everything attached for the measurement; ``close()`` detaches it all."""
 
-    with open(STATS_SYSCTL) as f:
-        stats_before = f.read().strip()
-    lab: LabCgroup | None = None
-    hog_lab: LabCgroup | None = None
-    leader = 0
-    probes: dict[str, SchedProbe] = {}
-    refs: list[Any] = []
+    sets: dict[str, dict[str, int]] = field(default_factory=dict)  # name -> hook -> fd
+    probes: dict[str, SchedProbe] = field(default_factory=dict)
+    bcc_refs: list[Any] = field(default_factory=list)
     core_ref: BpfObject | None = None
-    workdir = Path(tempfile.mkdtemp(prefix="probe-bench-"))
-    try:
-        with open(STATS_SYSCTL, "w") as f:
-            f.write("1")
-        sets: dict[str, dict[str, int]] = {}
+
+    def attach(self, workdir: Path, last_runner: bool) -> None:
+        from bcc import BPF
+
         # References first (programs attached earlier pay more cold-cache misses).
-        core_ref, why = core_references(workdir)
-        if core_ref is not None:
-            sets["tp_btf empty"] = {SWITCH: core_ref.program_fd("bench_empty")}
-            sets["tp_btf clock-read"] = {SWITCH: core_ref.program_fd("bench_ktime")}
+        self.core_ref, why = core_references(workdir)
+        if self.core_ref is not None:
+            self.sets["tp_btf empty"] = {SWITCH: self.core_ref.program_fd("bench_empty")}
+            self.sets["tp_btf clock-read"] = {SWITCH: self.core_ref.program_fd("bench_ktime")}
         else:
             print(f"probe_bench: no tp_btf reference programs: {why}", file=sys.stderr)
         for name, src in (
@@ -177,9 +173,9 @@ def kernel_costs(a: argparse.Namespace) -> dict[str, Any]:
             ("histogram-only", "bench_runqlat.c"),
         ):
             b = BPF(src_file=str(BPF_DIR / src).encode(), cflags=["-w"])
-            refs.append(b)
-            sets[name] = bcc_fds(b)
-        modes = ("occupancy", "last-runner") if a.last_runner else ("occupancy",)
+            self.bcc_refs.append(b)
+            self.sets[name] = bcc_fds(b)
+        modes = ("occupancy", "last-runner") if last_runner else ("occupancy",)
         for loader in ("core", "bcc"):
             for mode in modes:
                 key = loader if mode == "occupancy" else f"{loader} last-runner"
@@ -187,72 +183,63 @@ def kernel_costs(a: argparse.Namespace) -> dict[str, Any]:
                 st = p.load()
                 if not st.loaded:
                     raise SystemExit(f"probe_bench: {key} not loaded: {st.reason}: {st.detail}")
-                probes[key] = p
+                self.probes[key] = p
                 assert p._maps is not None
-                sets[key] = p._maps.program_fds()
-        lab = LabCgroup.create("bench-pingpong")
-        if a.with_hog:
-            hog_lab = LabCgroup.create("bench-hog")
-        tracked = all_cgroup_ids()
-        for p in probes.values():
-            p.set_tracked(tracked)
-        cpu = max(os.sched_getaffinity(0))
-        before = {k: snapshot(v) for k, v in sets.items()}
-        first = next(iter(probes.values()))
-        for p in probes.values():
-            p.poll()
-        totals0 = {k: p.totals() for k, p in probes.items()}
-        t0 = time.monotonic()
-        leader = pingpong(lab, cpu, seconds)
+                self.sets[key] = p._maps.program_fds()
+
+    def close(self) -> None:
+        for p in self.probes.values():
+            p.close()
+        for b in self.bcc_refs:
+            b.cleanup()
+        if self.core_ref is not None:
+            self.core_ref.close()
+
+
+def run_load(
+    lab: LabCgroup, hog_lab: LabCgroup | None, seconds: float, poll: SchedProbe
+) -> tuple[float, list[float]]:
+    """The ping-pong (and the hog) on one CPU for ``seconds``, polling ``poll`` every
+    second like the sampler would; returns (window seconds, poll durations)."""
+    cpu = max(os.sched_getaffinity(0))
+    t0 = time.monotonic()
+    leader = pingpong(lab, cpu, seconds)
+    poll_s: list[float] = []
+    try:
         if hog_lab is not None:
             hog = spawn_busy(hog_lab, threads=1, seconds=seconds)
             for pid in (hog.pid, *hog.children):
                 os.sched_setaffinity(pid, {cpu})
-        poll_s: list[float] = []
-        while True:
-            done, _ = os.waitpid(leader, os.WNOHANG)
-            if done:
-                leader = 0
-                break
+        while not os.waitpid(leader, os.WNOHANG)[0]:
             if time.monotonic() - t0 > seconds + 10:
                 os.kill(leader, signal.SIGKILL)  # our own child, by PID
                 os.waitpid(leader, 0)
-                leader = 0
                 break
             s = time.perf_counter()
-            first.poll()
+            poll.poll()
             poll_s.append(time.perf_counter() - s)
             time.sleep(1.0)
-        window = time.monotonic() - t0
-        after = {k: snapshot(v) for k, v in sets.items()}
-        for p in probes.values():
-            p.poll()
-        totals1 = {k: p.totals() for k, p in probes.items()}
+        leader = 0
     finally:
         if leader:
             with contextlib.suppress(ProcessLookupError, ChildProcessError):
                 os.kill(leader, signal.SIGKILL)
                 os.waitpid(leader, 0)
-        for p in probes.values():
-            p.close()
-        for b in refs:
-            b.cleanup()
-        if core_ref is not None:
-            core_ref.close()
-        for lb in (lab, hog_lab):
-            if lb is not None:
-                lb.remove()
-        shutil.rmtree(workdir, ignore_errors=True)
-        with open(STATS_SYSCTL, "w") as f:
-            f.write(stats_before)
+    return time.monotonic() - t0, poll_s
 
+
+Snapshot = dict[str, dict[str, tuple[int, int]]]  # program set -> hook -> (ns, runs)
+
+
+def cost_rows(before: Snapshot, after: Snapshot, window: float) -> dict[str, dict[str, float]]:
+    """Per program set: runs and ns per run of each hook, all hooks per sched_switch,
+    kernel CPU seconds per second."""
     rows: dict[str, dict[str, float]] = {}
-    for name in sets:
+    for name, hooks in after.items():
         r: dict[str, float] = {}
         total_ns = 0
-        for hook in sets[name]:
-            dt = after[name][hook][0] - before[name][hook][0]
-            dn = after[name][hook][1] - before[name][hook][1]
+        for hook, (ns, runs) in hooks.items():
+            dt, dn = ns - before[name][hook][0], runs - before[name][hook][1]
             total_ns += dt
             r[f"{hook}_events"] = dn
             r[f"{hook}_ns_per_event"] = dt / dn if dn else 0.0
@@ -262,23 +249,66 @@ def kernel_costs(a: argparse.Namespace) -> dict[str, Any]:
     for r in rows.values():
         r["all_hooks_ns_per_switch"] = r["all_hooks_ns"] / switches if switches else 0.0
         r["kernel_cpu_seconds_per_second"] = r["all_hooks_ns"] / 1e9 / window
-    recorded = {
-        k: (totals1[k].runq_events - totals0[k].runq_events) / switches if switches else 0.0
-        for k in probes
-    }
+    return rows
+
+
+def verdict(rows: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """The CO-RE probe against its targets and against BCC in the same run."""
     core, bcc = rows.get("core", {}), rows.get("bcc", {})
     core_sw = core.get(f"{SWITCH}_ns_per_event", 0.0)
-    verdict = {
+    core_all = core.get("all_hooks_ns_per_switch", 1e9)
+    return {
         "core_switch_ns": core_sw,
         "core_switch_target_met": core_sw <= TARGETS["core_switch_ns"],
         "core_all_hooks_ns": core.get("all_hooks_ns_per_switch", 0.0),
-        "core_all_hooks_target_met": core.get("all_hooks_ns_per_switch", 1e9)
-        <= TARGETS["core_all_hooks_ns"],
-        "core_not_slower_than_bcc": core.get("all_hooks_ns_per_switch", 1e9)
-        <= bcc.get("all_hooks_ns_per_switch", 0.0)
+        "core_all_hooks_target_met": core_all <= TARGETS["core_all_hooks_ns"],
+        "core_not_slower_than_bcc": core_all <= bcc.get("all_hooks_ns_per_switch", 0.0)
         and core_sw <= bcc.get(f"{SWITCH}_ns_per_event", 0.0),
     }
-    poll_mean = sum(poll_s) / len(poll_s) if poll_s else 0.0
+
+
+def kernel_costs(a: argparse.Namespace) -> dict[str, Any]:
+    seconds = max(1.0, min(a.seconds, 120.0))
+    with open(STATS_SYSCTL) as f:
+        stats_before = f.read().strip()
+    labs: list[LabCgroup] = []
+    progs = Programs()
+    workdir = Path(tempfile.mkdtemp(prefix="probe-bench-"))
+    try:
+        with open(STATS_SYSCTL, "w") as f:
+            f.write("1")
+        progs.attach(workdir, a.last_runner)
+        labs.append(LabCgroup.create("bench-pingpong"))
+        if a.with_hog:
+            labs.append(LabCgroup.create("bench-hog"))
+        tracked = all_cgroup_ids()
+        for p in progs.probes.values():
+            p.set_tracked(tracked)
+        before = {k: snapshot(v) for k, v in progs.sets.items()}
+        for p in progs.probes.values():
+            p.poll()
+        totals0 = {k: p.totals() for k, p in progs.probes.items()}
+        hog_lab = labs[1] if a.with_hog else None
+        first = next(iter(progs.probes.values()))
+        window, poll_s = run_load(labs[0], hog_lab, seconds, first)
+        after = {k: snapshot(v) for k, v in progs.sets.items()}
+        for p in progs.probes.values():
+            p.poll()
+        totals1 = {k: p.totals() for k, p in progs.probes.items()}
+    finally:
+        progs.close()
+        for lb in labs:
+            lb.remove()
+        shutil.rmtree(workdir, ignore_errors=True)
+        with open(STATS_SYSCTL, "w") as f:
+            f.write(stats_before)
+
+    rows = cost_rows(before, after, window)
+    switches = max(r[f"{SWITCH}_events"] for r in rows.values())
+    recorded = {
+        k: (totals1[k].runq_events - totals0[k].runq_events) / switches if switches else 0.0
+        for k in progs.probes
+    }
     return {
         "window_seconds": window,
         "load": "ping-pong + busy hog" if a.with_hog else "ping-pong",
@@ -287,8 +317,8 @@ def kernel_costs(a: argparse.Namespace) -> dict[str, Any]:
         "recorded_waits_per_switch": recorded,
         "programs": rows,
         "targets": TARGETS,
-        "verdict": verdict,
-        "poll_core_mean_seconds": poll_mean,
+        "verdict": verdict(rows),
+        "poll_core_mean_seconds": sum(poll_s) / len(poll_s) if poll_s else 0.0,
     }
 
 

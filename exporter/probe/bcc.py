@@ -198,19 +198,12 @@ class BccMaps:
         self._bpf.cleanup()
 
 
-def load_bcc(
-    knobs: ProbeKnobs,
-    *,
-    kernel_source: str | None = None,
-    tracefs: str = "/sys/kernel/tracing",
-    bpf_dir: str | None = None,
-) -> BccMaps:
-    """Compile, load and attach with BCC; raises ProbeLoadError.
-
-    While clang runs, file descriptor 2 is redirected to capture compiler and verifier
-    messages (logged at debug level, summarised in the error): call it at start-up,
-    before other threads write to stderr.
-    """
+def _prerequisites(
+    kernel_source: str | None, tracefs: str, bpf_dir: str | None
+) -> tuple[Path, str | None]:
+    """What BCC needs before it compiles, in the order to fix them: tracefs, the C
+    source, kernel headers. Returns (source directory, headers or None for BCC's own
+    search); raises ProbeLoadError."""
     ok, why = tracefs_ok(tracefs)
     if not ok:
         raise ProbeLoadError(REASON_NO_TRACEFS, why)
@@ -220,6 +213,12 @@ def load_bcc(
     ksrc, why = find_kernel_source(kernel_source)
     if ksrc is None and why:
         raise ProbeLoadError(REASON_NO_HEADERS, why)
+    return src_dir, ksrc
+
+
+def _whole_bpf() -> Any:
+    """BCC's ``BPF`` class, made all-or-nothing at attach; raises ProbeLoadError when
+    bcc does not import."""
     try:
         from bcc import BPF
     except Exception as e:
@@ -239,23 +238,45 @@ def load_bcc(
                 self.cleanup()
                 raise
 
+    return _WholeBPF
+
+
+def _load_error(msg: str, lines: list[str]) -> ProbeLoadError:
+    """BCC's exception and the compiler/verifier output as the reason to report."""
+    detail = _error_lines(lines)
+    if "attach" in msg.lower():
+        return ProbeLoadError(REASON_ATTACH_ERROR, f"{msg} {detail}".strip())
+    if "failed to load" in msg.lower():
+        msg = f"verifier rejected the program: {msg}"
+    return ProbeLoadError(REASON_COMPILE_ERROR, f"{msg} {detail}".strip())
+
+
+def load_bcc(
+    knobs: ProbeKnobs,
+    *,
+    kernel_source: str | None = None,
+    tracefs: str = "/sys/kernel/tracing",
+    bpf_dir: str | None = None,
+) -> BccMaps:
+    """Compile, load and attach with BCC; raises ProbeLoadError.
+
+    While clang runs, file descriptor 2 is redirected to capture compiler and verifier
+    messages (logged at debug level, summarised in the error): call it at start-up,
+    before other threads write to stderr.
+    """
+    src_dir, ksrc = _prerequisites(kernel_source, tracefs, bpf_dir)
+    whole_bpf = _whole_bpf()
     if ksrc is not None:
         os.environ["BCC_KERNEL_SOURCE"] = ksrc
     src = str((src_dir / SOURCE_FILE).resolve())  # absolute: BCC resolves against cwd
     lines: list[str] = []
     try:
         with _captured_stderr() as lines:
-            bpf = _WholeBPF(src_file=src.encode(), cflags=cflags(knobs, src_dir))
+            bpf = whole_bpf(src_file=src.encode(), cflags=cflags(knobs, src_dir))
     except Exception as e:
-        msg = str(e)
         for ln in lines:
             log.debug("bcc: %s", ln)
-        detail = _error_lines(lines)
-        if "attach" in msg.lower():
-            raise ProbeLoadError(REASON_ATTACH_ERROR, f"{msg} {detail}".strip()) from None
-        if "failed to load" in msg.lower():
-            msg = f"verifier rejected the program: {msg}"
-        raise ProbeLoadError(REASON_COMPILE_ERROR, f"{msg} {detail}".strip()) from None
+        raise _load_error(str(e), lines) from None
     for ln in lines:
         log.debug("bcc: %s", ln)
     return BccMaps(bpf, knobs, f"BCC, headers: {ksrc or 'bcc default'}")
