@@ -1,8 +1,8 @@
 """The container image, built here the way users build it (scripts/build-image.sh:
 mmdebstrap + umoci, Debian's packages and PyPI only) and checked from the outside:
 its OCI config (entrypoint, uid, port), what is inside (the package and its
-dependencies import, libbpf loads, no compiler/LLVM/pip in the CO-RE image, no setuid
-binary, no file capability) and its size.
+dependencies import, the CO-RE object ships and libbpf loads, no compiler/LLVM/pip in
+the CO-RE image, no setuid binary, no file capability) and its size.
 
 Not run here: the image under the DaemonSet's security context. Container runtimes
 need a pure cgroup v2 host (docs/kubernetes.md, "Run it under the DaemonSet's
@@ -157,6 +157,24 @@ def test_the_package_and_its_dependencies_import(image: Image) -> None:
         assert bcc.returncode == 0, bcc.stderr
     else:
         assert bcc.returncode != 0  # the CO-RE image has no BCC
+
+
+def test_the_core_probe_ships_and_finds_libbpf(image: Image) -> None:
+    """The compiled CO-RE object is in the package, byte for byte the committed one,
+    and the loader finds it, and a libbpf.so.1 with every function it calls, in either
+    flavour (the BCC image falls back to BCC only on a node without BTF)."""
+    site = "/usr/local/lib/python3.11/dist-packages"
+    shipped = image.rootfs / site.lstrip("/") / "exporter/bpf/sched_probe.bpf.o"
+    assert shipped.read_bytes() == (ROOT / "bpf/sched_probe.bpf.o").read_bytes()
+    code = (
+        "from exporter.probe.core import find_object; from exporter.probe.libbpf import "
+        "Libbpf; print(Libbpf.open().version); print(find_object())"
+    )
+    proc = chroot(image, "python3", "-c", code)
+    assert proc.returncode == 0, proc.stderr
+    version, found = proc.stdout.split()
+    assert found == f"{site}/exporter/bpf/sched_probe.bpf.o"
+    assert version.startswith("v1."), version
 
 
 def test_no_compiler_pip_or_unused_client_copy(image: Image) -> None:
