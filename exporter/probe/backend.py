@@ -6,13 +6,27 @@ pruning, totals) the same way for both.
 from __future__ import annotations
 
 import errno
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from .decode import RING_MAX_SLOTS, RUNQ_MAX_BOUNDS
 from .histogram import RUNQ_BOUNDS_S, bounds_ns
 
 ATTRIBUTIONS = ("occupancy", "last-runner")
+
+
+def find_bpf_file(name: str, bpf_dir: str | None = None) -> Path | None:
+    """``name`` from ``bpf/``: ``bpf_dir`` or ``$CONTENTION_BPF_DIR`` when given, else
+    next to the package (``exporter/bpf``, in a wheel), else the repository's."""
+    here = Path(__file__).resolve()
+    dirs = [Path(d) for d in (bpf_dir, os.environ.get("CONTENTION_BPF_DIR")) if d]
+    dirs += [here.parents[1] / "bpf", here.parents[2] / "bpf"]
+    for d in dirs:
+        if (d / name).is_file():
+            return d / name
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .backend import ProbeKnobs, ProbeLoadError, TrackedSlots
+from .backend import ProbeKnobs, ProbeLoadError, TrackedSlots, find_bpf_file
 from .decode import U32, U64, blame_item, pid_value, runq_initial, runq_value, sum_stats
 from .status import (
     REASON_ATTACH_ERROR,
@@ -40,14 +40,8 @@ PROGRAMS = {
 
 def find_bpf_dir(bpf_dir: str | None = None) -> Path | None:
     """The directory holding ``sched_probe.c``: packaged (``exporter/bpf``) or the repo's."""
-    here = Path(__file__).resolve()
-    env = os.environ.get("CONTENTION_BPF_DIR")
-    candidates = [Path(d) for d in (bpf_dir, env) if d]
-    candidates += [here.parents[1] / "bpf", here.parents[2] / "bpf"]
-    for c in candidates:
-        if (c / SOURCE_FILE).is_file():
-            return c
-    return None
+    src = find_bpf_file(SOURCE_FILE, bpf_dir)
+    return src.parent if src is not None else None
 
 
 def cflags(knobs: ProbeKnobs, bpf_dir: Path) -> list[str]:

@@ -13,7 +13,7 @@ import errno
 import os
 from pathlib import Path
 
-from .backend import ProbeKnobs, ProbeLoadError, TrackedSlots
+from .backend import ProbeKnobs, ProbeLoadError, TrackedSlots, find_bpf_file
 from .decode import (
     BLAME_KEY,
     BLAME_VALUE,
@@ -66,14 +66,7 @@ PROGRAMS = {
 def find_object(bpf_dir: str | None = None) -> Path | None:
     """The compiled object: next to the package (``exporter/bpf``, in a wheel) or in
     the repository's ``bpf/``."""
-    here = Path(__file__).resolve()
-    env = os.environ.get("CONTENTION_BPF_DIR")
-    dirs = [Path(d) for d in (bpf_dir, env) if d]
-    dirs += [here.parents[1] / "bpf", here.parents[2] / "bpf"]
-    for d in dirs:
-        if (d / OBJECT_FILE).is_file():
-            return d / OBJECT_FILE
-    return None
+    return find_bpf_file(OBJECT_FILE, bpf_dir)
 
 
 def _verifier_summary(log: str, limit: int = 6) -> str:
