@@ -273,12 +273,15 @@ def build_overview(th: Thresholds) -> db.Dashboard:
         big(
             ids,
             "Scheduler probe",
-            "Whether the eBPF scheduler probe is attached (the name shows why not). Without "
-            "it there is no run-queue latency and no blame: stall findings still fire, but "
-            "never noisy-neighbor. Orange: check the exporter log and its capabilities "
-            "(CAP_BPF, CAP_PERFMON), BCC, kernel headers and tracefs.",
+            "Whether the eBPF scheduler probe is attached. The name shows the loader (core: "
+            "the CO-RE object through libbpf; bcc: the fallback) and the reason: why it is "
+            "not loaded, or why CO-RE did not load when BCC did. Without it there is no "
+            "run-queue latency and no blame: stall findings still fire, but never "
+            "noisy-neighbor. Orange: check the exporter log and its capabilities (CAP_BPF, "
+            "CAP_PERFMON), the kernel's BTF and libbpf (or, for BCC, kernel headers and "
+            "tracefs); docs/troubleshooting.md lists every reason.",
             "none",
-            [T(sel("contention_probe_loaded", n), "{{reason}}", instant=True)],
+            [T(sel("contention_probe_loaded", n), "{{loader}} {{reason}}", instant=True)],
             mappings=[value_map({"1": ("loaded", GREEN), "0": ("not loaded", ORANGE)})],
         )
     )
