@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 LOCK := flock /tmp/contention-kernel.lock
 UNIT := not kernel and not e2e and not probe
 
-.PHONY: help venv lint fmt types unit generate check-generated kernel e2e bench test
+.PHONY: help venv lint fmt types unit generate bpf check-generated kernel e2e bench test
 
 help:
 	@echo "make venv             create .venv with the dev extras (scripts/setup.sh --test)"
@@ -15,6 +15,7 @@ help:
 	@echo "make fmt              ruff format and ruff check --fix"
 	@echo "make unit             unit tests on fixture trees (no root, no kernel)"
 	@echo "make generate         regenerate rules, dashboards and the promtool tests"
+	@echo "make bpf              rebuild the CO-RE probe bpf/sched_probe.bpf.o (clang)"
 	@echo "make check-generated  fail when a generated file is stale (what CI runs)"
 	@echo "make kernel           real-kernel tests (root; under the kernel lock)"
 	@echo "make e2e              end-to-end tests with Prometheus and Alertmanager (root)"
@@ -42,6 +43,9 @@ generate:
 	$(BIN)/contention-exporter rules generate
 	$(BIN)/contention-exporter dashboards generate
 	$(BIN)/python -m tests.support.promtool_tests
+
+bpf:
+	bash scripts/build-bpf.sh
 
 check-generated:
 	bash scripts/check-generated.sh
