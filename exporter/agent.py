@@ -40,6 +40,8 @@ from .window.model import CulpritKey, Window
 
 log = logging.getLogger(__name__)
 
+OWN_PROCFS = "/proc"  # where this process sees itself (process_* metrics)
+
 
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
@@ -95,9 +97,11 @@ class Agent:
         extra: list[ExtraFamilies] = []
         if config.process_metrics:
             own = CollectorRegistry()
-            # The exporter's own CPU and RSS, so its overhead is visible in the same
-            # scrape (collected with each pass, like everything else).
-            ProcessCollector(namespace="contention_exporter", registry=own, proc=config.procfs)
+            # The exporter's own CPU, RSS and fds as the standard process_* every exporter
+            # dashboard reads, collected with each pass like everything else. Always from
+            # this process's own /proc, never --path.procfs: that is the node's (a
+            # host mount or a fixture tree), where "self" may not be this process.
+            ProcessCollector(registry=own, proc=OWN_PROCFS)
             GCCollector(registry=own)
             extra.append(own.collect)
         if self.kube is not None:

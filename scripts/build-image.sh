@@ -60,6 +60,15 @@ VERSION="$("$VENV/bin/python" -c 'import tomllib,sys; print(tomllib.load(open(sy
 TAG="$VERSION"; [ "$FLAVOR" = bcc ] && TAG="$VERSION-bcc"
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "$ROOT" log -1 --format=%ct 2>/dev/null || date +%s)}"
 CREATED="$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)"
+# The source revision, stamped into the wheel by setup.py (contention_build_info) and
+# labelled on the image: $CONTENTION_REVISION, else the checkout's HEAD (-modified when
+# tracked files differ from it), else unknown.
+if [ -z "${CONTENTION_REVISION:-}" ] && REV="$(git -C "$ROOT" rev-parse --verify HEAD 2>/dev/null)"; then
+  [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] && REV="$REV-modified"
+  CONTENTION_REVISION="$REV"
+fi
+export CONTENTION_REVISION="${CONTENTION_REVISION:-}"
+REVISION="${CONTENTION_REVISION:-unknown}"
 PACKAGES="$(grep -v '^\s*#' "$ROOT/deploy/image/packages-$FLAVOR.txt" | xargs | tr ' ' ',')"
 start=$(date +%s)
 
@@ -67,7 +76,7 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/wheels" "$WORK/pip" "$OUT"
 
-log "wheels: contention-exporter $VERSION [kube] for CPython $PY_VERSION"
+log "wheels: contention-exporter $VERSION ($REVISION) [kube] for CPython $PY_VERSION"
 "$VENV/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps -w "$WORK/wheels" "$ROOT" >&2
 WHEEL="$(ls "$WORK"/wheels/contention_exporter-*.whl)"
 "$VENV/bin/python" -m pip download -q --disable-pip-version-check -d "$WORK/wheels" \
@@ -121,6 +130,7 @@ umoci config --image "$OUT/oci:$TAG" \
   --config.env PYTHONUNBUFFERED=1 \
   --config.label org.opencontainers.image.title=contention-exporter \
   --config.label "org.opencontainers.image.version=$VERSION" \
+  --config.label "org.opencontainers.image.revision=$REVISION" \
   --config.label "io.contention-exporter.flavor=$FLAVOR" \
   --no-history
 umoci gc --layout "$OUT/oci"
@@ -132,6 +142,7 @@ rootfs_bytes="$(stat -c %s "$OUT/rootfs-$FLAVOR.tar")"
 {
   echo "image: contention-exporter:$TAG (flavor $FLAVOR), OCI layout $OUT/oci"
   echo "created: $CREATED (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)"
+  echo "revision: $REVISION"
   echo "build seconds: $elapsed"
   echo "layer bytes (compressed): $layer_bytes"
   echo "root filesystem bytes (tar): $rootfs_bytes"

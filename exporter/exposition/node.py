@@ -12,6 +12,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from .. import __version__
 from ..cgroupfs.model import Pressure
 from ..cgroupfs.procfs import USER_HZ
+from ..revision import revision
 from ..sampler.snapshot import Snapshot
 
 FROM_PASS = " From the latest sampler pass."
@@ -20,10 +21,11 @@ FROM_PASS = " From the latest sampler pass."
 def build_info() -> Metric:
     m = GaugeMetricFamily(
         "contention_build_info",
-        "Version of contention-exporter and the Python running it (always 1).",
-        labels=["version", "python_version"],
+        "Version of contention-exporter, the source revision it was built from and the "
+        "Python running it (always 1).",
+        labels=["version", "revision", "python_version"],
     )
-    m.add_metric([__version__, platform.python_version()], 1)
+    m.add_metric([__version__, revision(), platform.python_version()], 1)
     return m
 
 

@@ -121,6 +121,7 @@ def test_oci_config(image: Image) -> None:
     assert "10366/tcp" in cfg["ExposedPorts"]
     assert "PYTHONDONTWRITEBYTECODE=1" in cfg["Env"]
     assert cfg["Labels"]["io.contention-exporter.flavor"] == image.flavor
+    assert cfg["Labels"]["org.opencontainers.image.revision"] == source_revision()
     assert image.config["architecture"] == "amd64" and image.config["os"] == "linux"
     skopeo = shutil.which("skopeo")
     if skopeo:  # a standard tool reads the layout the same way
@@ -145,13 +146,28 @@ def test_entrypoint_runs(image: Image) -> None:
     assert version.returncode == 0 and version.stdout.split()[-1] == VERSION
 
 
+def source_revision() -> str:
+    """What the build stamps: this checkout's HEAD, -modified when it differs."""
+    env = os.environ.get("CONTENTION_REVISION")
+    if env:
+        return env
+    from exporter.revision import git_revision
+
+    return git_revision(ROOT) or "unknown"
+
+
 def test_the_package_and_its_dependencies_import(image: Image) -> None:
     code = (
         "import ctypes, exporter.commands, exporter.kube, kubernetes.client, kubernetes.config, "
-        "kubernetes.watch, prometheus_client, yaml; ctypes.CDLL('libbpf.so.1'); print('ok')"
+        "kubernetes.watch, prometheus_client, yaml; ctypes.CDLL('libbpf.so.1'); "
+        "print('ok')"
     )
     proc = chroot(image, "python3", "-c", code)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+    # contention_build_info's revision: stamped into the wheel, not "unknown".
+    stamped = "from exporter.revision import revision; print(revision())"
+    rev = chroot(image, "python3", "-c", stamped)
+    assert rev.returncode == 0 and rev.stdout.strip() == source_revision(), rev.stderr
     bcc = chroot(image, "python3", "-c", "import bcc")
     if image.flavor == "bcc":
         assert bcc.returncode == 0, bcc.stderr

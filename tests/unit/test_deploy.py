@@ -355,8 +355,12 @@ def test_dockerfile_installs_what_the_reference_build_installs() -> None:
     assert "kubernetes/aio" in runtime  # as scripts/build-image.sh leaves it out
     assert "EXPOSE 10366" in runtime
     assert 'ENTRYPOINT ["/usr/local/bin/contention-exporter"]' in runtime
+    # The source revision reaches the wheel (setup.py stamps it) and the image label.
+    assert "COPY pyproject.toml setup.py" in stages[1]
+    assert 'CONTENTION_REVISION="$REVISION"' in stages[1]
+    assert "org.opencontainers.image.revision" in runtime
     ignore = (DEPLOY / "Dockerfile.dockerignore").read_text()
-    assert "!exporter/" in ignore and "!deploy/image/" in ignore
+    assert "!exporter/" in ignore and "!deploy/image/" in ignore and "!setup.py" in ignore
     build = (DEPLOY.parent / "scripts" / "build-image.sh").read_text()
     assert "deploy/image/packages-$FLAVOR.txt" in build
     assert "kubernetes/aio" in build

@@ -36,6 +36,7 @@ GOLDEN = Path(__file__).parent.parent / "golden"
 _VOLATILE = [
     (re.compile(r'id="\d+"'), 'id="<inode>"'),
     (re.compile(r'python_version="[^"]*"'), 'python_version="<python>"'),
+    (re.compile(r'revision="[^"]*"'), 'revision="<revision>"'),
     (
         re.compile(r"^(contention_(?:sampler_pass|collector)_duration_seconds\S*) \S+$", re.M),
         r"\1 <duration>",
