@@ -4,7 +4,6 @@ an :class:`~exporter.agent.AgentConfig`, thresholds, logging, argument types."""
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from ..probe.core import DEFAULT_BTF
 from ..probe.loader import ATTRIBUTIONS
 from ..probe.select import LOADER_CHOICES
 from ..probe.status import KERNEL_SOURCE_ORDER
+from .logs import add_log_arguments
 
 DEFAULT_PORT = 10366  # outside Prometheus's allocated 9100-9999 range; see README
 
@@ -86,13 +86,7 @@ def add_node_arguments(p: argparse.ArgumentParser) -> None:
         "(see docs/host-mode.md); re-read when it changes",
     )
     add_config_argument(g)
-    g.add_argument(
-        "--log.level",
-        dest="log_level",
-        default="info",
-        choices=["debug", "info", "warning", "error"],
-        help="(default: %(default)s)",
-    )
+    add_log_arguments(g)
     _add_probe_arguments(p)
     _add_kube_arguments(p)
 
@@ -245,10 +239,3 @@ def thresholds_or_exit(path: str | None) -> Thresholds | None:
     except ThresholdsError as e:
         sys.stderr.write(f"error: {e}\n")
         return None
-
-
-def setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper()),
-        format="%(asctime)s level=%(levelname)s logger=%(name)s msg=%(message)s",
-    )

@@ -19,10 +19,10 @@ from .common import (
     add_node_arguments,
     agent_config,
     positive_float,
-    setup_logging,
     thresholds_or_exit,
 )
 from .findings import render_table
+from .logs import setup_logging
 
 log = logging.getLogger("contention-exporter")
 
@@ -65,7 +65,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             f"with --duration {args.duration:g} most findings cannot fire yet "
             f"(use --duration {need} or more)\n"
         )
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, args.log_format)
     try:
         agent = Agent(agent_config(args), th)
     except ValueError as e:

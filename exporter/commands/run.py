@@ -14,9 +14,9 @@ from .common import (
     add_node_arguments,
     add_render_argument,
     agent_config,
-    setup_logging,
     thresholds_or_exit,
 )
+from .logs import setup_logging
 
 log = logging.getLogger("contention-exporter")
 
@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, args.log_format)
     th = thresholds_or_exit(args.config)
     if th is None:
         return 2
@@ -65,20 +65,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         log.error("cannot listen on %s: %s", args.listen, e)
         agent.close()
         return 1
-    agent.run_pass()  # the first scrape already has data
-    agent.start()
-    server.start()
-    host = args.listen.rpartition(":")[0] or ""
-    log.info("serving on %s:%d (metrics at /metrics)", host, server.port)
-
     stop = threading.Event()
 
     def _handle(signum: int, _frame: object) -> None:
         log.info("received signal %d, stopping", signum)
         stop.set()
 
+    # Before serving: a signal that arrives once the port answers is always handled.
     signal.signal(signal.SIGTERM, _handle)
     signal.signal(signal.SIGINT, _handle)
+    agent.run_pass()  # the first scrape already has data
+    agent.start()
+    server.start()
+    host = args.listen.rpartition(":")[0] or ""
+    log.info("serving on %s:%d (metrics at /metrics)", host, server.port)
     stop.wait()
     server.stop()
     agent.close()
