@@ -1,25 +1,30 @@
 """HTTP front: ``/metrics``, ``/findings``, ``/healthz`` and a landing page at ``/``.
 
-A small threaded WSGI server from the standard library. Every request takes the
-published pass once (``Exposition.current()``) and answers from it: ``/metrics`` and
-``/findings`` are bytes made with the pass, so a scrape does no file I/O, never mixes
-two passes, and costs a copy of the bytes (``exporter.exposition.published``).
+:class:`App` routes a request (a WSGI application); :class:`Server` serves it on every
+listen address through ``exporter.web`` (dual-stack sockets, TLS and basic auth from
+``--web.config.file``, bounded threads, connections and timeouts). Every request takes
+the published pass once (``Exposition.current()``) and answers from it: ``/metrics``
+and ``/findings`` are bytes made with the pass, so a scrape does no file I/O, never
+mixes two passes, and only sends bytes (``exporter.exposition.published``).
 """
 
 from __future__ import annotations
 
 import html
 import logging
-import threading
+import socket
 import time
-from collections.abc import Callable, Iterable
-from socketserver import ThreadingMixIn
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from . import __version__
 from .cgroupfs.mode import NodeFacts
 from .exposition.published import Exposition
+from .web.config import WebConfigSource
+from .web.listen import bind, describe, parse_listen_address
+from .web.transport import HTTPServer, Limits
 
 log = logging.getLogger(__name__)
 
@@ -28,25 +33,6 @@ DEMO_HINT = (
     "To see a finding happen on purpose, run a contention lab from a source checkout: "
     "contention-exporter demo --list (docs/labs.md)."
 )
-
-
-class _ThreadingServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("http: " + format, *args)
-
-
-def parse_listen_address(addr: str) -> tuple[str, int]:
-    """``host:port``, ``:port`` (all interfaces) or ``[v6]:port``."""
-    host, sep, port = addr.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"listen address must be host:port or :port, got {addr!r}")
-    host = host.strip("[]")
-    return host or "0.0.0.0", int(port)
 
 
 class App:
@@ -151,20 +137,87 @@ class App:
 
 
 class Server:
-    def __init__(self, app: App, address: str) -> None:
-        host, port = parse_listen_address(address)
-        self.httpd = make_server(
-            host, port, app, server_class=_ThreadingServer, handler_class=_QuietHandler
-        )
-        self.thread = threading.Thread(target=self.httpd.serve_forever, name="http", daemon=True)
+    """The app on every ``--web.listen-address``, with the web configuration (TLS,
+    basic auth) and the limits of ``exporter.web.transport``. Binds at construction
+    (raises ValueError for a malformed address, OSError e.g. when it is taken), serves
+    from :meth:`start`."""
+
+    def __init__(
+        self,
+        app: App,
+        addresses: str | Sequence[str],
+        web_config: WebConfigSource | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        limits = limits or Limits()
+        parsed = [parse_listen_address(a) for a in _as_list(addresses)]
+        self.sockets: list[socket.socket] = []
+        try:
+            for a in parsed:
+                self.sockets.extend(bind(a, limits.backlog))
+        except BaseException:
+            for s in self.sockets:
+                s.close()
+            raise
+        self.web_config = web_config
+        self.http = HTTPServer(app, self.sockets, limits, web_config)
 
     @property
     def port(self) -> int:
-        return int(self.httpd.server_port)
+        """The port of the first address (the one to use after binding port 0)."""
+        return int(self.sockets[0].getsockname()[1])
+
+    @property
+    def addresses(self) -> list[str]:
+        return [describe(s) for s in self.sockets]
 
     def start(self) -> None:
-        self.thread.start()
+        self.http.start()
 
     def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.http.stop()
+
+    def families(self) -> Iterator[Metric]:
+        """The HTTP front's own counters, rendered with each pass like the rest."""
+        stats = self.http.stats
+        closed = CounterMetricFamily(
+            "contention_http_connections_closed_total",
+            "Connections the exporter closed or refused, by reason: header_timeout, "
+            "idle_timeout, write_timeout, evicted (idle at the connection limit), refused "
+            "(limit reached, all busy), bad_request, tls_error, tls_san (docs/serving.md).",
+            labels=["reason"],
+        )
+        for reason, n in stats.closed.items():
+            closed.add_metric([reason], n)
+        yield closed
+        responses = CounterMetricFamily(
+            "contention_http_responses_total",
+            "HTTP responses sent, by status code.",
+            labels=["code"],
+        )
+        for code, n in sorted(stats.responses.items()):
+            responses.add_metric([str(code)], n)
+        yield responses
+        conns = GaugeMetricFamily(
+            "contention_http_open_connections", "Client connections open when the pass ended."
+        )
+        conns.add_metric([], stats.open)
+        yield conns
+        if self.web_config is not None:
+            ok = GaugeMetricFamily(
+                "contention_web_config_last_reload_successful",
+                "1 if the last change to --web.config.file (or a file it names) loaded; 0 "
+                "while the configuration loaded before it is still in use.",
+            )
+            ok.add_metric([], 1 if self.web_config.last_reload_ok else 0)
+            yield ok
+            failures = CounterMetricFamily(
+                "contention_web_config_reload_failures_total",
+                "Changes to --web.config.file (or a file it names) that did not load.",
+            )
+            failures.add_metric([], self.web_config.reload_failures_total)
+            yield failures
+
+
+def _as_list(addresses: str | Sequence[str]) -> list[str]:
+    return [addresses] if isinstance(addresses, str) else list(addresses)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import resource
 import signal
 import threading
 
 from ..agent import Agent
 from ..server import App, Server
+from ..web.config import WebConfigError, WebConfigSource
 from .common import (
     DEFAULT_PORT,
     add_node_arguments,
@@ -28,9 +30,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--web.listen-address",
         dest="listen",
-        default=f":{DEFAULT_PORT}",
+        action="append",
+        default=None,
         metavar="ADDR",
-        help="address to serve on, host:port or :port (default: %(default)s)",
+        help=f"address to serve on; repeat for several. :PORT and [::]:PORT are every "
+        f"address, IPv4 and IPv6 (IPv4 only where the kernel has no IPv6); "
+        f"0.0.0.0:PORT is IPv4 only, [::1]:PORT an IPv6 address, HOST:PORT every "
+        f"address HOST resolves to (default: :{DEFAULT_PORT})",
+    )
+    g.add_argument(
+        "--web.config.file",
+        dest="web_config",
+        default=None,
+        metavar="YAML",
+        help="TLS, client certificates and basic auth, in the web configuration format of "
+        "node_exporter and Prometheus (exporter-toolkit); re-read when it or a file it "
+        "names changes; see docs/serving.md",
     )
     add_render_argument(g)
     add_node_arguments(p)
@@ -41,6 +56,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     th = thresholds_or_exit(args.config)
     if th is None:
         return 2
+    listen = args.listen or [f":{DEFAULT_PORT}"]
+    web_config = None
+    if args.web_config:
+        try:
+            web_config = WebConfigSource(args.web_config)
+        except WebConfigError as e:
+            log.error("%s", e)
+            return 2
+    raise_fd_limit()
     try:
         agent = Agent(agent_config(args, render=args.render), th)
     except ValueError as e:
@@ -60,11 +84,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         log.warning("Kubernetes API not synced yet: naming cgroups by path until it is")
     app = App(agent.exposition, agent.facts, agent.config.sample_interval, agent.status)
     try:
-        server = Server(app, args.listen)
+        server = Server(app, listen, web_config)
     except (OSError, ValueError) as e:
-        log.error("cannot listen on %s: %s", args.listen, e)
+        log.error("cannot listen on %s: %s", " ".join(listen), e)
         agent.close()
         return 1
+    agent.exposition.extra.append(server.families)
     stop = threading.Event()
 
     def _handle(signum: int, _frame: object) -> None:
@@ -77,9 +102,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     agent.run_pass()  # the first scrape already has data
     agent.start()
     server.start()
-    host = args.listen.rpartition(":")[0] or ""
-    log.info("serving on %s:%d (metrics at /metrics)", host, server.port)
+    scheme = "https" if server.http.tls else "http"
+    auth = web_config is not None and bool(web_config.config.users)
+    for addr in server.addresses:
+        log.info(
+            "serving %s on %s (metrics at /metrics%s)",
+            scheme,
+            addr,
+            ", basic auth" if auth else "",
+        )
     stop.wait()
     server.stop()
     agent.close()
     return 0
+
+
+def raise_fd_limit() -> None:
+    """Open files up to the hard limit, as Go programs do at start: every client
+    connection is a file, and the connection limit is well above the usual soft 1024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as e:
+            log.debug("open files limit stays at %d: %s", soft, e)

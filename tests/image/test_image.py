@@ -159,7 +159,7 @@ def source_revision() -> str:
 def test_the_package_and_its_dependencies_import(image: Image) -> None:
     code = (
         "import ctypes, exporter.commands, exporter.kube, kubernetes.client, kubernetes.config, "
-        "kubernetes.watch, prometheus_client, yaml; ctypes.CDLL('libbpf.so.1'); "
+        "kubernetes.watch, prometheus_client, yaml, h11, bcrypt; ctypes.CDLL('libbpf.so.1'); "
         "print('ok')"
     )
     proc = chroot(image, "python3", "-c", code)

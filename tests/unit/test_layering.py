@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("exporter.findings",),  # the evaluator and the finding model
     ("exporter.promql", "exporter.rules", "exporter.dashboards"),  # generators
     ("exporter.exposition",),  # families and their rendered bytes
-    ("exporter.server",),  # HTTP
+    ("exporter.server", "exporter.web"),  # HTTP: routes, and the transport below them
     ("exporter.agent",),  # wiring, once per pass
     ("exporter.commands", "exporter.__main__"),  # every command, arguments, settings
 )
