@@ -42,6 +42,20 @@ OPTIONS: dict[str, list[str]] = {
     "no-sys-resource": ["probe.sysResource=false"],
     "legacy-kernel": ["probe.legacyKernel=true"],
     "secure-metrics": ["secureMetrics.enabled=true"],
+    "web-config": [
+        "webConfig.secretName=contention-exporter-web",
+        "webConfig.serviceMonitor.tlsConfig.ca.secret.name=contention-exporter-web",
+        "webConfig.serviceMonitor.tlsConfig.ca.secret.key=ca.crt",
+        "webConfig.serviceMonitor.tlsConfig.serverName=contention-exporter",
+        "webConfig.serviceMonitor.basicAuth.username.name=scrape-auth",
+        "webConfig.serviceMonitor.basicAuth.username.key=user",
+        "webConfig.serviceMonitor.basicAuth.password.name=scrape-auth",
+        "webConfig.serviceMonitor.basicAuth.password.key=password",
+    ],
+    "web-config-client-certs": [
+        "webConfig.secretName=contention-exporter-web",
+        "webConfig.clientCertificates=true",
+    ],
     "kube-prometheus-stack": ["monitoring.labels.release=kube-prometheus-stack"],
     "operator-objects-off": [
         "serviceMonitor.enabled=false",
@@ -259,6 +273,54 @@ def test_servicemonitor_names_the_node_in_instance(rendered: dict[str, list[Doc]
     assert targets["instance"] == ["__meta_kubernetes_pod_node_name"]
     assert targets["node"] == ["__meta_kubernetes_pod_node_name"]
     assert ep["honorLabels"] is True
+
+
+def test_web_config_mounts_the_secret_and_scrapes_over_https(
+    rendered: dict[str, list[Doc]],
+) -> None:
+    """webConfig: --web.config.file from a mounted Secret; probes over HTTPS on
+    /healthz (no basic auth there), or tcpSocket when client certificates are required
+    (the kubelet has none); the ServiceMonitor scrapes https with the given tlsConfig
+    and basicAuth. The default has none of it."""
+    docs = rendered["web-config"]
+    c = exporter_container(docs)
+    assert "--web.config.file=/etc/contention-exporter-web/web-config.yml" in c["args"]
+    mount = {m["name"]: m for m in c["volumeMounts"]}["web-config"]
+    assert mount["mountPath"] == "/etc/contention-exporter-web" and mount["readOnly"] is True
+    spec = one(docs, "DaemonSet")["spec"]["template"]["spec"]
+    vol = {v["name"]: v for v in spec["volumes"]}["web-config"]
+    assert vol["secret"] == {"secretName": "contention-exporter-web", "defaultMode": 0o400}
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert c[probe]["httpGet"] == {"path": "/healthz", "port": "metrics", "scheme": "HTTPS"}
+    (ep,) = one(docs, "ServiceMonitor")["spec"]["endpoints"]
+    assert ep["scheme"] == "https"
+    assert ep["tlsConfig"]["serverName"] == "contention-exporter"
+    assert ep["basicAuth"]["password"] == {"name": "scrape-auth", "key": "password"}
+    mtls = exporter_container(rendered["web-config-client-certs"])
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert mtls[probe]["tcpSocket"] == {"port": "metrics"} and "httpGet" not in mtls[probe]
+    plain = exporter_container(rendered["default"])
+    assert not any(a.startswith("--web.config.file") for a in plain["args"])
+    assert "scheme" not in plain["readinessProbe"]["httpGet"]
+    (ep,) = one(rendered["default"], "ServiceMonitor")["spec"]["endpoints"]
+    assert "scheme" not in ep and "basicAuth" not in ep
+
+
+def test_web_config_refuses_contradictions() -> None:
+    both = ["webConfig.secretName=w", "secureMetrics.enabled=true"]
+    certs_without_tls = [
+        "webConfig.secretName=w",
+        "webConfig.tls=false",
+        "webConfig.clientCertificates=true",
+    ]
+    for sets, msg in ((both, "choose one"), (certs_without_tls, "needs webConfig.tls")):
+        args = ["template", RELEASE, str(CHART)]
+        for s_ in sets:
+            args += ["--set", s_]
+        proc = helm(*args, check=False)
+        assert proc.returncode != 0 and msg in proc.stderr, proc.stderr
+    proc = helm("template", RELEASE, str(CHART), "--set", "webConfig.file=x", check=False)
+    assert proc.returncode != 0 and "webConfig" in proc.stderr
 
 
 def test_kube_prometheus_stack_release_label(rendered: dict[str, list[Doc]]) -> None:

@@ -124,3 +124,13 @@ refuses combinations where they would disagree.
 {{- toJson $out -}}
 {{- end -}}
 {{- end -}}
+
+{{/* --web.config.file and the kube-rbac-proxy sidecar both secure /metrics: one only. */}}
+{{- define "ce.checkWebConfig" -}}
+{{- if and .Values.webConfig.secretName .Values.secureMetrics.enabled -}}
+{{- fail "webConfig.secretName and secureMetrics.enabled both secure /metrics: choose one (docs/kubernetes.md, section 6)" -}}
+{{- end -}}
+{{- if and .Values.webConfig.clientCertificates (not .Values.webConfig.tls) -}}
+{{- fail "webConfig.clientCertificates needs webConfig.tls: client certificates come with TLS" -}}
+{{- end -}}
+{{- end -}}
