@@ -187,7 +187,8 @@ class Server:
             "(limit reached, all busy), bad_request, tls_error, tls_san (docs/serving.md).",
             labels=["reason"],
         )
-        for reason, n in stats.closed.items():
+        # Copies: the loop thread counts while a pass renders (dict.copy holds the GIL).
+        for reason, n in stats.closed.copy().items():
             closed.add_metric([reason], n)
         yield closed
         responses = CounterMetricFamily(
@@ -195,7 +196,7 @@ class Server:
             "HTTP responses sent, by status code.",
             labels=["code"],
         )
-        for code, n in sorted(stats.responses.items()):
+        for code, n in sorted(stats.responses.copy().items()):
             responses.add_metric([str(code)], n)
         yield responses
         conns = GaugeMetricFamily(

@@ -255,7 +255,7 @@ class HTTPServer:
         if self._tls and (
             config is None
             or config.tls is None
-            or not await self._handshake(writer, config, deadline)
+            or not await self._handshake(conn, config, deadline)
         ):
             return
         h = h11.Connection(h11.SERVER, max_incomplete_event_size=self.limits.max_head_bytes)
@@ -278,10 +278,9 @@ class HTTPServer:
             self._waiting[conn] = None
             first = False
 
-    async def _handshake(
-        self, writer: asyncio.StreamWriter, config: WebConfig, deadline: float
-    ) -> bool:
+    async def _handshake(self, conn: _Conn, config: WebConfig, deadline: float) -> bool:
         assert config.tls is not None
+        writer = conn.writer
         try:
             async with asyncio.timeout_at(deadline):
                 await writer.start_tls(config.tls.context)
@@ -289,7 +288,8 @@ class HTTPServer:
             self.stats.closed["header_timeout"] += 1
             return False
         except (ssl.SSLError, ConnectionError, OSError) as e:
-            self.stats.closed["tls_error"] += 1
+            if conn in self._conns:  # not closed by us (evicted) meanwhile
+                self.stats.closed["tls_error"] += 1
             log.debug(
                 "http: TLS handshake with %s failed: %s", writer.get_extra_info("peername"), e
             )
