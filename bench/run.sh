@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run every benchmark in bench/ that exists, one after the other, with the project's
-# venv: sampler_bench.py (the sampler and the scrape path), probe_bench.py (the scheduler probe) and
-# exporter_overhead.py (the real exporter's CPU and RSS, probe on vs off).
+# venv: sampler_bench.py (the sampler and the scrape path), probe_bench.py (the scheduler probe),
+# exporter_overhead.py (the real exporter's CPU and RSS, probe on vs off) and http_load.py
+# (the HTTP front under many, idle and slow clients).
 #
 #   bench/run.sh            tables on stdout
 #   bench/run.sh --json     JSON, one document per benchmark
@@ -22,7 +23,7 @@ fi
 
 status=0
 ran=0
-for name in sampler_bench.py probe_bench.py exporter_overhead.py; do
+for name in sampler_bench.py probe_bench.py exporter_overhead.py http_load.py; do
   script="$HERE/$name"
   [ -f "$script" ] || continue
   ran=$((ran + 1))
