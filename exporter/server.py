@@ -48,6 +48,16 @@ class App:
         self.interval = interval
         self.status = status or (lambda: {})
 
+    def answers_now(self, environ: dict[str, Any]) -> bool:
+        """True when the answer costs no rendering (every path but a /metrics format
+        not yet rendered for this pass): the server then answers on its I/O thread,
+        without handing the request to a worker thread."""
+        if environ.get("PATH_INFO") != "/metrics":
+            return True
+        return self.exposition.ready(
+            environ.get("HTTP_ACCEPT"), environ.get("HTTP_ACCEPT_ENCODING")
+        )
+
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
         method = environ.get("REQUEST_METHOD", "GET")

@@ -299,6 +299,12 @@ class Exposition:
             or (self.predict and r.due_before(deadline, now))
         ]
 
+    def ready(self, accept: str | None, accept_encoding: str | None) -> bool:
+        """Is this client's format rendered for the current pass already (so that
+        :meth:`serve` only hands over bytes)?"""
+        variant = (wants_openmetrics(accept), accepts_gzip(accept_encoding))
+        return variant in self._current.rendered
+
     def serve(
         self, accept: str | None, accept_encoding: str | None, now: float | None = None
     ) -> Rendered:

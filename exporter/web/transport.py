@@ -13,8 +13,11 @@ it likes, and a burst of scrapers overflows a 5-deep accept queue. Here:
   one that takes longer than ``write_timeout`` to read its answer;
 * at ``max_connections`` the connection that has waited longest without a request is
   closed to admit a new one, so idle sockets cannot lock a scraper out;
-* ``workers`` threads call the WSGI application (the answer is usually bytes already
-  rendered with the pass); bcrypt checks have a thread of their own (``auth``).
+* ``workers`` threads call the WSGI application when it has work to do; an app that
+  says a request ``answers_now`` (bytes already rendered with the pass: the usual
+  scrape) is answered on the loop thread, saving two thread handoffs, which cost up to
+  the interpreter's switch interval each while a pass renders; bcrypt checks have a
+  thread of their own (``auth``).
 
 Each closed-by-us connection is counted by reason, each answer by status code.
 """
@@ -396,7 +399,11 @@ class HTTPServer:
                 )
             if not ok:
                 return _plain(401, "Unauthorized", [*extra, ("WWW-Authenticate", "Basic")])
-        answer = await self._loop.run_in_executor(self._pool, self._call, environ)
+        answers_now = getattr(self.app, "answers_now", None)
+        if answers_now is not None and answers_now(environ):
+            answer = self._call(environ)  # bytes at hand: no thread hop (GIL handoffs)
+        else:
+            answer = await self._loop.run_in_executor(self._pool, self._call, environ)
         answer.headers.extend(extra)
         return answer
 

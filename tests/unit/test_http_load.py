@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from exporter.server import App
 from exporter.web.listen import bind as bind_address
 from exporter.web.listen import parse_listen_address
 from exporter.web.transport import HTTPServer, Limits
@@ -212,6 +213,47 @@ def test_at_the_connection_limit_the_longest_idle_makes_room(tmp_path: Path) -> 
         finally:
             for s in idle:
                 s.close()
+
+
+class Recorder:
+    """A WSGI app that says which requests answer at once and records its threads."""
+
+    def __init__(self) -> None:
+        self.threads: dict[str, str] = {}
+
+    def answers_now(self, environ: dict[str, Any]) -> bool:
+        return bool(environ["PATH_INFO"] == "/ready")
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        self.threads[environ["PATH_INFO"]] = threading.current_thread().name
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "3")])
+        return [b"ok\n"]
+
+
+def test_ready_answers_skip_the_worker_threads() -> None:
+    """Bytes at hand are sent from the loop thread; work goes to a worker."""
+    socks = bind_address(parse_listen_address("127.0.0.1:0"))
+    app = Recorder()
+    http = HTTPServer(app, socks, Limits(workers=2))
+    http.start()
+    try:
+        port = socks[0].getsockname()[1]
+        for path in ("/ready", "/work"):
+            assert raw_get("127.0.0.1", port, path, timeout=30)[0] == 200
+    finally:
+        http.stop()
+    assert app.threads == {"/ready": "http", "/work": "http_0"}
+
+
+def test_a_rendered_scrape_answers_now(tmp_path: Path) -> None:
+    with running(tmp_path) as server:
+        app = server.http.app
+        assert isinstance(app, App)
+        env = {"PATH_INFO": "/metrics", "HTTP_ACCEPT": "", "HTTP_ACCEPT_ENCODING": "gzip"}
+        assert app.answers_now(env) is False  # not rendered yet
+        raw_get("127.0.0.1", server.port, headers="Accept-Encoding: gzip\r\n")
+        assert app.answers_now(env) is True
+        assert app.answers_now({"PATH_INFO": "/healthz"}) is True
 
 
 def test_worker_threads_are_bounded(tmp_path: Path) -> None:
