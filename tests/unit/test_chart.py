@@ -56,6 +56,7 @@ OPTIONS: dict[str, list[str]] = {
         "webConfig.secretName=contention-exporter-web",
         "webConfig.clientCertificates=true",
     ],
+    "json-logs": ["args.logFormat=json", "args.logLevel=warn"],
     "kube-prometheus-stack": ["monitoring.labels.release=kube-prometheus-stack"],
     "operator-objects-off": [
         "serviceMonitor.enabled=false",
@@ -304,6 +305,28 @@ def test_web_config_mounts_the_secret_and_scrapes_over_https(
     assert "scheme" not in plain["readinessProbe"]["httpGet"]
     (ep,) = one(rendered["default"], "ServiceMonitor")["spec"]["endpoints"]
     assert "scheme" not in ep and "basicAuth" not in ep
+
+
+def test_listens_on_both_families_and_logs_as_asked(rendered: dict[str, list[Doc]]) -> None:
+    """`:PORT` (IPv4 and IPv6) for the exporter and for kube-rbac-proxy in front of it;
+    --log.level and --log.format from the values; every rendered argument list is one
+    the exporter's own parser accepts."""
+    from exporter.commands import build_parser
+
+    args = exporter_container(rendered["default"])["args"]
+    assert "--web.listen-address=:10366" in args
+    assert {"--log.level=info", "--log.format=logfmt"} <= set(args)
+    parsed = build_parser().parse_args(args)
+    assert (parsed.listen, parsed.log_level, parsed.log_format) == ([":10366"], "info", "logfmt")
+    json_args = build_parser().parse_args(exporter_container(rendered["json-logs"])["args"])
+    assert (json_args.log_level, json_args.log_format) == ("warn", "json")
+    for docs in rendered.values():
+        build_parser().parse_args(exporter_container(docs)["args"])  # exits 2 if refused
+    spec = one(rendered["secure-metrics"], "DaemonSet")["spec"]["template"]["spec"]
+    (proxy,) = [c for c in spec["containers"] if c["name"] == "kube-rbac-proxy"]
+    assert "--secure-listen-address=:10366" in proxy["args"]
+    proc = helm("template", RELEASE, str(CHART), "--set", "args.logFormat=text", check=False)
+    assert proc.returncode != 0 and "logFormat" in proc.stderr, proc.stderr
 
 
 def test_web_config_refuses_contradictions() -> None:
