@@ -1,6 +1,7 @@
 """The HTTP front under load: many scrapers at once, idle sockets, slow senders.
 
-    python bench/http_load.py [--containers 1000] [--scrapers 200] [--idle 500] [--json]
+    python bench/http_load.py [--containers 1000] [--scrapers 200] [--clients 20]
+                              [--idle 500] [--idle-wait 12] [--json]
 
 Two real exporter processes serve the same synthetic node (bench/sampler_bench.py's
 1,000-container tree on tmpfs, probe off), side by side in one run:
@@ -13,10 +14,12 @@ Two real exporter processes serve the same synthetic node (bench/sampler_bench.p
 
 For each: N scrapes released at once, each on its own connection, asking as Prometheus
 does (OpenMetrics, gzip), client time from connect to the last byte, each bounded by
-``--timeout``; then fresh scrapes one after the other with no other client, and again
-with ``--idle`` idle sockets held open (connected, silent) and with 100 slowloris
-clients trickling header bytes. Every client runs in this process's asyncio loop (one
-thread), on 127.0.0.1 only; the run is bounded in time.
+``--timeout``; ``--clients`` clients scraping back to back; then fresh scrapes one after
+the other with no other client, and again with ``--idle`` idle sockets held open
+(connected, silent: the server's threads and file descriptors are read from /proc while
+they are held, and after ``--idle-wait`` seconds the sockets the server closed are
+counted) and with 100 slowloris clients trickling header bytes. Every client runs in
+this process's asyncio loop (one thread), on 127.0.0.1 only; the run is bounded in time.
 """
 
 from __future__ import annotations
@@ -152,8 +155,45 @@ async def sequential(port: int, n: int, timeout: float) -> dict[str, Any]:
     return summary(times, n)
 
 
-async def with_idle(port: int, idle: int, n: int, timeout: float) -> dict[str, Any]:
-    """Fresh scrapes while ``idle`` connected, silent sockets are held open."""
+async def concurrent(port: int, clients: int, each: int, timeout: float) -> dict[str, Any]:
+    """``clients`` clients, each scraping ``each`` times back to back."""
+
+    async def client() -> list[float | None]:
+        return [await scrape(port, timeout) for _ in range(each)]
+
+    runs = await asyncio.gather(*(client() for _ in range(clients)))
+    return summary([t for run in runs for t in run], clients * each)
+
+
+def held_by(pid: int) -> dict[str, int]:
+    """The server process's threads and open file descriptors, from /proc."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    threads = int(re.search(r"^Threads:\s+(\d+)", status, re.M).group(1))  # type: ignore[union-attr]
+    return {"threads": threads, "fds": len(os.listdir(f"/proc/{pid}/fd"))}
+
+
+async def closed_by_server(held: list[tuple[asyncio.StreamReader, Any]]) -> int:
+    """How many held sockets the server has closed (EOF or reset)."""
+    closed = 0
+    for reader, _ in held:
+        try:
+            async with asyncio.timeout(0.01):
+                data = await reader.read(1)
+            closed += data == b""
+        except TimeoutError:
+            pass  # still open, silent
+        except OSError:
+            closed += 1
+    return closed
+
+
+async def with_idle(
+    server: Server, idle: int, n: int, timeout: float, wait: float
+) -> dict[str, Any]:
+    """Fresh scrapes while ``idle`` connected, silent sockets are held open; what the
+    server holds meanwhile, and how many of them it has closed ``wait`` s later."""
+    port = server.port
+    before = held_by(server.proc.pid)
     held = []
     for _ in range(idle):
         try:
@@ -161,11 +201,19 @@ async def with_idle(port: int, idle: int, n: int, timeout: float) -> dict[str, A
         except OSError:
             break
     try:
+        await asyncio.sleep(0.5)
+        during = held_by(server.proc.pid)
         out = await sequential(port, n, timeout)
+        await asyncio.sleep(max(0.0, wait - 0.5))
+        out["idle_closed_by_server"] = await closed_by_server(held)
+        out["after_wait"] = held_by(server.proc.pid)
     finally:
         for _, w in held:
             w.close()
     out["idle_open"] = len(held)
+    out["idle_wait_s"] = wait
+    out["before"] = before
+    out["during"] = during
     return out
 
 
@@ -204,7 +252,9 @@ async def measure(server: Server, args: argparse.Namespace) -> dict[str, Any]:
     r: dict[str, Any] = {"fresh": await sequential(port, args.fresh, t)}
     r["simultaneous"] = await simultaneous(port, args.scrapers, t)
     await asyncio.sleep(1)
-    r["with_idle"] = await with_idle(port, args.idle, args.fresh, t)
+    r["concurrent"] = await concurrent(port, args.clients, args.fresh, t)
+    await asyncio.sleep(1)
+    r["with_idle"] = await with_idle(server, args.idle, args.fresh, t, args.idle_wait)
     await asyncio.sleep(1)
     r["with_slowloris"] = await with_slowloris(port, 100, args.fresh, t)
     return r
@@ -214,16 +264,31 @@ def fmt(d: dict[str, Any]) -> str:
     s = f"{d['answered']}/{d['of']} answered"
     if "p50_ms" in d:
         s += f", p50 {d['p50_ms']} ms, p99 {d['p99_ms']} ms, max {d['max_ms']} ms"
-    if "idle_open" in d:
-        s += f" ({d['idle_open']} idle sockets open)"
     return s
+
+
+def fmt_idle(d: dict[str, Any]) -> str:
+    b, h, a = d["before"], d["during"], d["after_wait"]
+    return (
+        f"server threads {b['threads']} -> {h['threads']}, fds {b['fds']} -> {h['fds']} "
+        f"with {d['idle_open']} idle sockets; after {d['idle_wait_s']:g} s it had closed "
+        f"{d['idle_closed_by_server']} (threads {a['threads']}, fds {a['fds']})"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--containers", type=int, default=1000)
     ap.add_argument("--scrapers", type=int, default=200)
+    ap.add_argument("--clients", type=int, default=20, help="concurrent clients")
     ap.add_argument("--idle", type=int, default=500)
+    ap.add_argument(
+        "--idle-wait",
+        type=float,
+        default=12.0,
+        help="seconds idle sockets are held before counting those the server closed "
+        "(above the exporter's 10 s header timeout)",
+    )
     ap.add_argument("--fresh", type=int, default=20, help="sequential scrapes per case")
     ap.add_argument("--timeout", type=float, default=30.0, help="per scrape, seconds")
     ap.add_argument("--json", action="store_true")
@@ -275,11 +340,13 @@ def main(argv: list[str] | None = None) -> int:
         rows = [
             ("fresh scrapes, alone", r["fresh"]),
             (f"{args.scrapers} simultaneous scrapes", r["simultaneous"]),
+            (f"{args.clients} clients x {args.fresh} scrapes", r["concurrent"]),
             (f"fresh scrapes, {args.idle} idle sockets", r["with_idle"]),
             ("fresh scrapes, 100 slowloris", r["with_slowloris"]),
         ]
         for label, d in rows:
             print(f"  {label:<34} {fmt(d)}")
+        print(f"  {'':<34} {fmt_idle(r['with_idle'])}")
     return 0
 
 
