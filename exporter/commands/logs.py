@@ -164,10 +164,27 @@ def add_log_arguments(g: argparse._ActionsContainer) -> None:
     )
 
 
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to ``sys.stderr`` as it is at each event, not as it was at setup: a
+    thread still logging after a test (or an embedding program) swapped the stream
+    back does not write to a closed file."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: TextIO) -> None:
+        pass
+
+
 def setup_logging(level: str, fmt: str = "logfmt", stream: TextIO | None = None) -> None:
     """Every logger (ours and the libraries') to one handler in ``fmt`` at ``level``;
     warnings and exceptions that escape a thread become log lines too."""
-    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler = logging.StreamHandler(stream) if stream is not None else _Stderr()
     handler.setFormatter(FORMATTERS[fmt]())
     logging.basicConfig(level=LEVELS[level], handlers=[handler], force=True)
     logging.captureWarnings(True)

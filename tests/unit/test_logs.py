@@ -156,6 +156,23 @@ def test_level_names_as_exporters_write_them() -> None:
     assert all(x["caller"].startswith("tests/unit/test_logs.py:") for x in lines)
 
 
+def test_lines_go_to_stderr_as_it_is_when_logged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread that logs after sys.stderr was swapped (and the old one closed, as a
+    test's capture is) writes to the current stream, not to the closed file."""
+    first, second = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    setup_logging("info", "logfmt")
+    try:
+        monkeypatch.setattr(sys, "stderr", second)
+        first.close()
+        logging.getLogger("exporter.test").warning("after the swap")
+    finally:
+        monkeypatch.undo()
+        setup_logging("info", "logfmt")
+    (line,) = second.getvalue().splitlines()
+    assert parse_logfmt(line)["msg"] == "after the swap"
+
+
 def test_caller_names_the_package_path(tmp_path: Path) -> None:
     pkg = tmp_path / "lib" / "urllib3"
     pkg.mkdir(parents=True)
