@@ -30,6 +30,13 @@ RUNQ_BUCKET = "contention_runqueue_latency_seconds_bucket"
 RUNQ_COUNT = "contention_runqueue_latency_seconds_count"
 BLAME_SHARE = "contention_blame_share"
 FINDING = "contention_finding"
+# The exporter's own health (the self-monitoring alerts), and Prometheus's scrape status.
+UP = "up"
+PROBE_LOADED = "contention_probe_loaded"
+LAST_PASS = "contention_sampler_last_pass_timestamp_seconds"
+COLLECTOR_SUCCESS = "contention_collector_success"
+PROBE_MAP_FAILURES = "contention_probe_map_update_failures_total"
+UNKNOWN_BLAME = "contention_probe_unknown_blame_ratio"
 
 
 def num(x: float) -> str:
@@ -89,7 +96,7 @@ def refaults(window: str, *matchers: str, k: int = 0) -> str:
     return f"sum without(type) ({rate(REFAULTS, window, *matchers, k=k)})"
 
 
-def usage_cores(window: str) -> str:
+def usage_cores(window: str, *matchers: str) -> str:
     """CPU cores used over the part of ``window`` the cgroup was watched: a cgroup
     younger than the window is not understated (docs/findings.md#young-series)."""
-    return f"{rate(USAGE, window)}\n/\n{rate(SAMPLED, window)}"
+    return f"{rate(USAGE, window, *matchers)}\n/\n{rate(SAMPLED, window, *matchers)}"

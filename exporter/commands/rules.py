@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..findings.thresholds import ThresholdsError
 from ..rules.generator import (
     DEFAULT_INTERVAL,
     RULE_FILE,
@@ -82,7 +83,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if th is None:
         return 2
     root = Path(args.out_dir)
-    rc = sync(root, render_files(th, args.interval), verify=args.check, command=COMMAND)
+    try:
+        files = render_files(th, args.interval)
+    except ThresholdsError as e:
+        sys.stderr.write(f"error: {args.config or 'thresholds'}: {e}\n")
+        return 2
+    rc = sync(root, files, verify=args.check, command=COMMAND)
     if rc != 0 or not args.promtool:
         return rc
     try:
@@ -101,5 +107,10 @@ def cmd_print(args: argparse.Namespace) -> int:
     if args.what == "config":
         sys.stdout.write(dump_yaml(th.to_yaml_dict()))
     else:
-        sys.stdout.write(render_rule_file(th, args.interval))
+        try:
+            text = render_rule_file(th, args.interval)
+        except ThresholdsError as e:
+            sys.stderr.write(f"error: {args.config or 'thresholds'}: {e}\n")
+            return 2
+        sys.stdout.write(text)
     return 0

@@ -57,6 +57,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
 
     d = (
         base_dashboard(
+            q,
             TITLE,
             DRILLDOWN_UID,
             "One container (or several): usage against request and limit, throttling, CPU "

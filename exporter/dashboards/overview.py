@@ -31,6 +31,7 @@ def build_overview(th: Thresholds) -> db.Dashboard:
 
     d = (
         base_dashboard(
+            q,
             TITLE,
             OVERVIEW_UID,
             "Every container on a node against its CPU and memory entitlement, the worst "

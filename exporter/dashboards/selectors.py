@@ -35,6 +35,7 @@ V_POD = "pod"
 V_CONTAINER = "container"
 V_CGROUP = "cgroup"
 
+# The cluster variable's label when the config names none (``clusterLabel``).
 CLUSTER_LABEL = "cluster"
 
 # Labels that only the finding / blame series carry, ignored when they meet victim series.
@@ -52,17 +53,30 @@ class Selectors:
         """The label the ``node`` variable filters on: the last of ``nodeLabels``."""
         return self.th.node_labels[-1]
 
+    @property
+    def cluster_label(self) -> str:
+        return self.th.cluster_label or CLUSTER_LABEL
+
     def on(self, *extra: str) -> str:
-        """``on(<node labels>, extra...)``: how series of one exporter are joined."""
-        return pq.on(self.th.node_labels, *extra)
+        """``on(<cluster>, <node labels>, extra...)``: how series of one exporter are
+        joined (the rules' join labels)."""
+        return pq.on(self.th.join_labels, *extra)
 
     def by(self, *extra: str) -> str:
-        return pq.by(self.th.node_labels, *extra)
+        return pq.by(self.th.join_labels, *extra)
+
+    @property
+    def exporter(self) -> str:
+        """The config's ``selector``: the exporter's series, as the rules select them."""
+        return ", ".join(self.th.matchers)
 
     @property
     def node(self) -> str:
-        """Matchers for node-level series: cluster (optional) and node."""
-        return f'{CLUSTER_LABEL}=~"${V_CLUSTER}", {self.node_label}=~"${V_NODE}"'
+        """Matchers for node-level series: the exporter's, cluster (optional), node."""
+        return (
+            f'{self.exporter}, {self.cluster_label}=~"${V_CLUSTER}", '
+            f'{self.node_label}=~"${V_NODE}"'
+        )
 
     @property
     def overview(self) -> str:

@@ -19,7 +19,7 @@ DRILLDOWN_UID = "contention-container-drilldown"
 TAG = "contention-exporter"
 
 
-def base_dashboard(title: str, uid: str, description: str) -> db.Dashboard:
+def base_dashboard(q: Selectors, title: str, uid: str, description: str) -> db.Dashboard:
     """What both dashboards share: tags, time, refresh, crosshair, the link menu to each
     other, and the datasource and cluster variables (callers add the rest)."""
     return (
@@ -43,7 +43,7 @@ def base_dashboard(title: str, uid: str, description: str) -> db.Dashboard:
             .keep_time(True)
         )
         .with_variable(v.datasource())
-        .with_variable(v.cluster())
+        .with_variable(v.cluster(q))
     )
 
 
@@ -151,7 +151,7 @@ def findings_table(ids: Ids, q: Selectors, matchers: str, title: str, *, h: int 
                     "Value #p99",
                     "Value #mem",
                     "Value #share",
-                    *th.node_labels,
+                    *th.join_labels,
                     "cgroup",
                 ]
             )

@@ -14,7 +14,6 @@ from grafana_foundation_sdk.models import dashboard as dm
 
 from .panels import DS
 from .selectors import (
-    CLUSTER_LABEL,
     V_CGROUP,
     V_CLUSTER,
     V_CONTAINER,
@@ -53,14 +52,14 @@ def _all(v: db.QueryVariable, multi: bool = True) -> db.QueryVariable:
     return v.include_all(True).all_value(".*").multi(multi).current(ALL)
 
 
-def cluster() -> db.QueryVariable:
+def cluster(q: Selectors) -> db.QueryVariable:
     return _all(
         _query(
             V_CLUSTER,
             "Cluster",
-            "Optional: only offered when Prometheus adds a 'cluster' label. 'All' also "
-            "matches series without one.",
-            f"label_values(contention_build_info, {CLUSTER_LABEL})",
+            f"Optional: only offered when Prometheus adds a '{q.cluster_label}' label "
+            "(the threshold config's clusterLabel). 'All' also matches series without one.",
+            f"label_values(contention_build_info{{{q.exporter}}}, {q.cluster_label})",
         ),
         multi=False,
     )
@@ -72,7 +71,8 @@ def node(q: Selectors, *, allow_all: bool) -> db.QueryVariable:
         "Node",
         f"The exporter's node, by its '{q.node_label}' label (the last of the threshold "
         "config's nodeLabels).",
-        f'label_values(contention_build_info{{{CLUSTER_LABEL}=~"${V_CLUSTER}"}}, {q.node_label})',
+        f"label_values(contention_build_info{{{q.exporter}, "
+        f'{q.cluster_label}=~"${V_CLUSTER}"}}, {q.node_label})',
     )
     return _all(v, multi=False) if allow_all else v.multi(False)
 

@@ -25,7 +25,6 @@ generated YAML.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,9 +33,11 @@ import yaml
 
 from .. import promql as pq
 from ..findings.model import NAMEABLE_CULPRIT_KINDS, Kind
-from ..findings.thresholds import Thresholds
+from ..findings.thresholds import Thresholds, duration_ms
 from ..probe.histogram import RUNQ_BOUNDS_S, le_label
 from ..promql import num
+from . import health
+from .alert import alerting_rule, check_disabled, enabled
 
 GROUP = "contention"
 ALERT_PREFIX = "Contention"
@@ -105,34 +106,45 @@ class RuleTerms:
 
     @property
     def node(self) -> str:
-        return ", ".join(self.th.node_labels)
+        return ", ".join(self.th.join_labels)
+
+    @property
+    def m(self) -> tuple[str, ...]:
+        """The config's ``selector``: on every raw series the rules read."""
+        return self.th.matchers
+
+    def s(self, metric: str, *matchers: str) -> str:
+        return pq.sel(metric, *self.m, *matchers)
+
+    def rate(self, metric: str, window: str, *matchers: str, k: int = 0) -> str:
+        return pq.rate(metric, window, *self.m, *matchers, k=k)
 
     @property
     def w(self) -> str:
         return f"{self.th.window_minutes}m"
 
     def on(self, *extra: str) -> str:
-        return pq.on(self.th.node_labels, *extra)
+        return pq.on(self.th.join_labels, *extra)
 
     def runq_le(self, bound_s: float, k: int) -> str:
         le = f'le="{le_label(bound_s)}"'
-        return f"sum without(le) ({pq.rate(pq.RUNQ_BUCKET, '1m', le, k=k)})"
+        return f"sum without(le) ({self.rate(pq.RUNQ_BUCKET, '1m', le, k=k)})"
 
     def runq_slow(self, bound_s: float, k: int) -> str:
         """p99 >= bound over enough events (or any overflow wait) in minute -k."""
-        inf = f"sum without(le) ({pq.rate(pq.RUNQ_BUCKET, '1m', INF_SEL, k=k)})"
+        inf = f"sum without(le) ({self.rate(pq.RUNQ_BUCKET, '1m', INF_SEL, k=k)})"
         top = self.runq_le(RUNQ_BOUNDS_S[-1], k)
         return (
             f"(\n    ({self.runq_le(bound_s, k)}\n    / {inf}) <= 0.99\n  )\n  and (\n"
-            f"    ({pq.runq_events_per_minute(k=k)} >= {num(self.th.min_runq_events)})\n"
+            f"    ({pq.runq_events_per_minute(*self.m, k=k)} >= {num(self.th.min_runq_events)})\n"
             f"    or ({inf}\n    - {top} > 0)\n  )"
         )
 
     def psi_some(self, k: int = 0) -> str:
-        return pq.rate(pq.CPU_SOME, "1m", k=k)
+        return self.rate(pq.CPU_SOME, "1m", k=k)
 
     def psi_full(self, k: int = 0) -> str:
-        return pq.rate(pq.CPU_FULL, "1m", k=k)
+        return self.rate(pq.CPU_FULL, "1m", k=k)
 
     def cpu_stalled(self) -> str:
         """The minute just ended: PSI some over the threshold, or a slow run queue."""
@@ -140,15 +152,15 @@ class RuleTerms:
 
     def mem_stalled(self) -> str:
         return (
-            f"({pq.rate(pq.MEM_SOME, '1m')} >= {num(self.th.mem_stall_some)})"
-            f" or ({pq.refaults('1m')} >= {pq.per_second(self.th.refault_per_min)})"
+            f"({self.rate(pq.MEM_SOME, '1m')} >= {num(self.th.mem_stall_some)})"
+            f" or ({pq.refaults('1m', *self.m)} >= {pq.per_second(self.th.refault_per_min)})"
         )
 
     def node_mem(self) -> str:
-        return f"{pq.rate(pq.NODE_MEM_SOME, '1m')} >= {num(self.th.node_mem_stall_some)}"
+        return f"{self.rate(pq.NODE_MEM_SOME, '1m')} >= {num(self.th.node_mem_stall_some)}"
 
     def limit_hits(self) -> str:
-        hits = pq.rate(pq.MEM_EVENTS, "1m", 'event=~"high|max"')
+        hits = self.rate(pq.MEM_EVENTS, "1m", 'event=~"high|max"')
         return f"sum without(event) ({hits}) > 0"
 
     def each_sustain_minute(self, term: str) -> str:
@@ -166,7 +178,7 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
     q = RuleTerms(th)
     w = q.w
     cgroup_on = q.on("cgroup")
-    nameable = "|".join(NAMEABLE_CULPRIT_KINDS)
+    nameable = f'culprit_kind=~"{"|".join(NAMEABLE_CULPRIT_KINDS)}"'
 
     def rl(name: str, expr: str) -> dict[str, Any]:
         return {"record": name, "expr": expr}
@@ -175,31 +187,32 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
         f"topk by({q.node}) (1, {R_OVERAGE_SHARE}) >= {num(th.mem_culprit_share)}"
     )
     usage = R_USAGE.format(w=w)
+    ws, mem_req = q.s(pq.WORKING_SET), q.s(pq.MEM_REQUEST)
     return [
         # Signals, for dashboards and alert descriptions.
         rl(R_PSI_SOME, q.psi_some()),
         rl(R_PSI_FULL, q.psi_full()),
-        rl(R_THROTTLE.format(w=w), pq.throttle_ratio(w)),
-        rl(R_THROTTLE_S.format(w=w), pq.rate(pq.THROTTLED_SECONDS, w)),
-        rl(R_P99, pq.runq_p99("1m")),
-        rl(R_RUNQ_EVENTS, pq.rate(pq.RUNQ_COUNT, "1m")),
+        rl(R_THROTTLE.format(w=w), pq.throttle_ratio(w, *q.m)),
+        rl(R_THROTTLE_S.format(w=w), q.rate(pq.THROTTLED_SECONDS, w)),
+        rl(R_P99, pq.runq_p99("1m", *q.m)),
+        rl(R_RUNQ_EVENTS, q.rate(pq.RUNQ_COUNT, "1m")),
         # Matched on every label, not on(cgroup): while the API names a new pod, a
         # cgroup has two label sets in the range, and a one-to-one on(cgroup) match
         # would fail the whole rule. The two counters always carry the same labels.
-        rl(usage, pq.usage_cores(w)),
+        rl(usage, pq.usage_cores(w, *q.m)),
         rl(
             R_USAGE_OVER_REQ.format(w=w),
-            f"{usage} / {cgroup_on} group_left() {pq.CPU_REQUEST}",
+            f"{usage} / {cgroup_on} group_left() {q.s(pq.CPU_REQUEST)}",
         ),
-        rl(R_MEM_SOME, pq.rate(pq.MEM_SOME, "1m")),
-        rl(R_MEM_FULL, pq.rate(pq.MEM_FULL, "1m")),
-        rl(R_REFAULTS, pq.refaults("1m")),
-        rl(R_NODE_MEM_SOME, pq.rate(pq.NODE_MEM_SOME, "1m")),
+        rl(R_MEM_SOME, q.rate(pq.MEM_SOME, "1m")),
+        rl(R_MEM_FULL, q.rate(pq.MEM_FULL, "1m")),
+        rl(R_REFAULTS, pq.refaults("1m", *q.m)),
+        rl(R_NODE_MEM_SOME, q.rate(pq.NODE_MEM_SOME, "1m")),
         # Memory beyond request (all of it without a request) and its share of the node's.
         rl(
             R_OVERAGE,
-            f"clamp_min({pq.WORKING_SET} - {cgroup_on} group_left() {pq.MEM_REQUEST}, 0)"
-            f"\nor\n({pq.WORKING_SET} unless {cgroup_on} {pq.MEM_REQUEST})",
+            f"clamp_min({ws} - {cgroup_on} group_left() {mem_req}, 0)"
+            f"\nor\n({ws} unless {cgroup_on} {mem_req})",
         ),
         rl(
             R_OVERAGE_SHARE,
@@ -209,7 +222,7 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
         # Victims old enough to judge: watched since the start of the sustain minutes.
         # Joined on every label: the per-minute rates are per series, so a cgroup whose
         # labels changed (the API named its pod) has a young series to wait for.
-        rl(R_WATCHED, _flag(f"{pq.SAMPLED} offset {th.sustain_minutes}m")),
+        rl(R_WATCHED, _flag(f"{q.s(pq.SAMPLED)} offset {th.sustain_minutes}m")),
         # Each minute's flags, recorded once (read back below with offset).
         rl(R_RUNQ_SLOW_1M, _flag(q.runq_slow(th.runq_bound_s, 0))),
         rl(R_RUNQ_CRIT_1M, _flag(q.runq_slow(th.critical_runq_bound_s, 0))),
@@ -234,14 +247,14 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
         rl(R_CPU_BOTH, _flag(f"({q.psi_some()} >= {num(th.stall_some)}) and {R_RUNQ_SLOW_1M}")),
         rl(
             R_BLAME_CULPRIT,
-            f'({pq.BLAME_SHARE}{{culprit_kind=~"{nameable}"}} >= {num(th.blame_share)})\n'
+            f"({q.s(pq.BLAME_SHARE, nameable)} >= {num(th.blame_share)})\n"
             # never the victim itself: drop rows whose culprit_cgroup equals their cgroup
             f"unless {q.on('cgroup', 'culprit_cgroup')}\n"
-            f'label_replace({pq.USAGE}, "culprit_cgroup", "$1", "cgroup", "(.*)")\n'
+            f'label_replace({q.s(pq.USAGE)}, "culprit_cgroup", "$1", "cgroup", "(.*)")\n'
             # a culprit at or below its own request is entitled to the CPU
             f"unless {q.on('culprit_cgroup')}\n"
             f"label_replace({usage} <= {cgroup_on} group_left()"
-            f' {pq.CPU_REQUEST}, "culprit_cgroup", "$1", "cgroup", "(.*)")',
+            f' {q.s(pq.CPU_REQUEST)}, "culprit_cgroup", "$1", "cgroup", "(.*)")',
         ),
         rl(
             R_MEM_PRESSURE,
@@ -262,7 +275,7 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
             )
             + f"\nand {R_WATCHED}",
         ),
-        rl(R_MEM_CRIT, _flag(f"{pq.rate(pq.MEM_FULL, '1m')} >= {num(th.critical_mem_full)}")),
+        rl(R_MEM_CRIT, _flag(f"{q.rate(pq.MEM_FULL, '1m')} >= {num(th.critical_mem_full)}")),
     ]
 
 
@@ -287,8 +300,8 @@ MEM_CULPRIT_T = (
 
 def _query_t(th: Thresholds, record: str, fmt: str) -> str:
     """A description fragment: the victim's value of a recording rule, or n/a."""
-    sel = ",".join(f"{lab}=%q" for lab in (*th.node_labels, "cgroup"))
-    args = " ".join(f"$labels.{lab}" for lab in (*th.node_labels, "cgroup"))
+    sel = ",".join(f"{lab}=%q" for lab in (*th.join_labels, "cgroup"))
+    args = " ".join(f"$labels.{lab}" for lab in (*th.join_labels, "cgroup"))
     return (
         f'{{{{ with printf "{record}{{{sel}}}" {args} | query }}}}'
         f"{{{{ . | first | value | {fmt} }}}}{{{{ else }}}}n/a{{{{ end }}}}"
@@ -296,8 +309,8 @@ def _query_t(th: Thresholds, record: str, fmt: str) -> str:
 
 
 def _node_query_t(th: Thresholds, record: str, fmt: str) -> str:
-    sel = ",".join(f"{lab}=%q" for lab in th.node_labels)
-    args = " ".join(f"$labels.{lab}" for lab in th.node_labels)
+    sel = ",".join(f"{lab}=%q" for lab in th.join_labels)
+    args = " ".join(f"$labels.{lab}" for lab in th.join_labels)
     return (
         f'{{{{ with printf "{record}{{{sel}}}" {args} | query }}}}'
         f"{{{{ . | first | value | {fmt} }}}}{{{{ else }}}}n/a{{{{ end }}}}"
@@ -345,10 +358,6 @@ def descriptions(th: Thresholds) -> dict[Kind, str]:
     }
 
 
-def runbook_anchor(kind: Kind) -> str:
-    return ALERT_NAMES[kind].lower()
-
-
 def alert_rules(th: Thresholds) -> list[dict[str, Any]]:
     q = RuleTerms(th)
     on_v = q.on("cgroup")
@@ -383,36 +392,34 @@ def alert_rules(th: Thresholds) -> list[dict[str, Any]]:
         (Kind.MEMORY_PRESSURE, mem_sev(mp)),
         (Kind.MEMORY_LIMIT_THRASH, mem_sev(R_MEM_THRASH)),
     ]
-    out: list[dict[str, Any]] = []
-    for kind, variants in plan:
-        for severity, expr in variants:
-            out.append(
-                {
-                    "alert": ALERT_NAMES[kind],
-                    "expr": expr,
-                    "labels": {"severity": severity, "finding": kind.value},
-                    "annotations": {
-                        "summary": SUMMARIES[kind],
-                        "description": desc[kind],
-                        "runbook_url": f"{th.runbook_url}#{runbook_anchor(kind)}",
-                    },
-                }
-            )
-    return out
+    return [
+        alerting_rule(
+            th,
+            ALERT_NAMES[kind],
+            expr,
+            severity,
+            summary=SUMMARIES[kind],
+            description=desc[kind],
+            labels={"finding": kind.value},
+        )
+        for kind, variants in plan
+        for severity, expr in variants
+    ]
 
 
 DEFAULT_INTERVAL = "1m"
-_DURATION = re.compile(r"^([0-9]+(ms|s|m|h))+$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 
 
 def check_interval(interval: str) -> str:
     """A Prometheus duration for the group's ``interval`` that divides a minute: each
     minute's recorded flags are read back ``offset 1m``, which finds the evaluation a
     minute earlier only if there was one (ValueError otherwise)."""
-    if not _DURATION.match(interval) or not any(c in "123456789" for c in interval):
-        raise ValueError(f"interval {interval!r} is not a Prometheus duration like 30s or 1m")
-    ms = sum(int(n) * _UNIT_MS[u] for n, u in re.findall(r"([0-9]+)(ms|s|m|h)", interval))
+    try:
+        ms = duration_ms(interval)
+    except ValueError:
+        raise ValueError(
+            f"interval {interval!r} is not a Prometheus duration like 30s or 1m"
+        ) from None
     if 60_000 % ms:
         raise ValueError(
             f"interval {interval!r} must divide 1m (e.g. 15s, 20s, 30s, 1m): the rules "
@@ -421,14 +428,26 @@ def check_interval(interval: str) -> str:
     return interval
 
 
-def rule_groups(th: Thresholds, interval: str = DEFAULT_INTERVAL) -> dict[str, Any]:
-    """One group: rules in a group run in order at one timestamp, so the alerts see
-    this evaluation's recorded decisions (across groups they could lag a minute).
+ALERTS = (*dict.fromkeys(ALERT_NAMES.values()), *health.ALERTS)
 
-    ``interval``: how often Prometheus evaluates it. The rules are minute-based, so
-    1m is enough for the verdicts; a shorter interval only fires and resolves sooner."""
-    rules = recording_rules(th) + alert_rules(th)
-    return {"groups": [{"name": GROUP, "interval": check_interval(interval), "rules": rules}]}
+
+def rule_groups(th: Thresholds, interval: str = DEFAULT_INTERVAL) -> dict[str, Any]:
+    """The findings group, then the self-monitoring group (``exporter.rules.health``),
+    without the alerts the config disables (ThresholdsError for an unknown name).
+
+    The findings are one group: rules in a group run in order at one timestamp, so the
+    alerts see this evaluation's recorded decisions (across groups they could lag a
+    minute). ``interval``: how often Prometheus evaluates them. The rules are
+    minute-based, so 1m is enough for the verdicts; a shorter interval only fires and
+    resolves sooner."""
+    check_disabled(th, ALERTS)
+    every = check_interval(interval)
+    findings = enabled(th, recording_rules(th) + alert_rules(th))
+    own = enabled(th, health.health_rules(th))
+    groups = [{"name": GROUP, "interval": every, "rules": findings}]
+    if own:
+        groups.append({"name": health.GROUP, "interval": every, "rules": own})
+    return {"groups": groups}
 
 
 class _Dumper(yaml.SafeDumper):

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import yaml
 
 from exporter.findings.thresholds import Thresholds, load_thresholds
 from labs.cgroups import LabError, LabLayout, cleanup_stale, detect_layout
@@ -49,6 +50,15 @@ from tests.e2e.chain import (
 from tests.e2e.dashboard_queries import all_panel_queries
 
 REPLAY_STALL_SECONDS = 150.0
+# The rule pack's options, exercised end to end: this chain's jobs (not the default
+# job="contention-exporter"), a runbook base URL and an extra label on every alert.
+ALERT_LABELS = {"team": "e2e"}
+RUNBOOK_URL = "https://runbooks.example.test/contention-exporter/docs/runbook.md"
+RULE_PACK = {
+    "selector": 'job=~"node|replay-.+"',
+    "runbookUrl": RUNBOOK_URL,
+    "alertLabels": ALERT_LABELS,
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -256,6 +266,8 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
     kernel_reason = unavailable_reason()
     workdir = str(tmp_path_factory.mktemp("e2e"))
     config = write_short_window_config(workdir)
+    with open(config, "a") as f:
+        f.write(yaml.safe_dump(RULE_PACK, sort_keys=False))
     th = load_thresholds(config)
     rule_file = _generate_rules(workdir, config)
     layout = None

@@ -47,7 +47,13 @@ from labs.scenarios import (
     get_lab,
 )
 from tests.e2e.chain import ChainError, alert_key, alert_states, wait_until
-from tests.e2e.conftest import E2E, REPLAY_STALL_SECONDS, run_dashboards
+from tests.e2e.conftest import (
+    ALERT_LABELS,
+    E2E,
+    REPLAY_STALL_SECONDS,
+    RUNBOOK_URL,
+    run_dashboards,
+)
 
 pytestmark = [pytest.mark.e2e]
 
@@ -117,6 +123,7 @@ def _alert_labels(e: Expect, lab: Lab | ReplayLab, instance: str, job: str) -> d
         "alertname": ALERT_OF[e.kind],
         "severity": e.severity,
         "finding": e.kind,
+        **ALERT_LABELS,
         "cgroup": lab.cgroup_path(e.victim),
         "namespace": LAB_NAMESPACE,
         "pod": lab.pod(e.victim),
@@ -361,7 +368,8 @@ def test_1_lab(e2e: E2E, name: str) -> None:
     assert not wrong, f"lab {name}: unexpected alerts while it ran: {json.dumps(wrong, indent=1)}"
     for n in notes:
         assert n.annotations.get("summary") and n.annotations.get("description"), n
-        assert n.annotations.get("runbook_url", "").startswith("http"), n
+        anchor = n.labels["alertname"].lower()
+        assert n.annotations.get("runbook_url") == f"{RUNBOOK_URL}#{anchor}", n
     assert not errors, f"dashboard queries failed during lab {name}:\n" + "\n".join(errors)
     for title in CONCERNS[name]:
         victim = lab.cgroup_path(lab.expect[0].victim)

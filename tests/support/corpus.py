@@ -37,6 +37,7 @@ minutes and PromQL's differences of cumulative counters are the same doubles.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,9 @@ from exporter.window import (
 
 INSTANCE = "node-a:10366"
 JOB = "contention-exporter"
+# The target labels Prometheus adds to every series of the scenario's exporter (tests
+# of the rule pack's options add e.g. a cluster label, or scrape under another job).
+TARGET = {"instance": INSTANCE, "job": JOB}
 UNKNOWN_ID = 999_999  # a cgroup id nobody can classify
 SLOT_FAST = RUNQ_BOUNDS_S.index(0.001)
 SLOT_20_200 = RUNQ_BOUNDS_S.index(0.05)
@@ -212,16 +216,20 @@ class Scenario:
 
     # -- the Prometheus side ------------------------------------------------------------
 
-    def input_series(self, th: Thresholds) -> list[dict[str, str]]:  # noqa: C901 - a branch per series kind
-        """promtool ``input_series`` with samples every minute from 0 to ``minutes``."""
+    def input_series(  # noqa: C901 - a branch per series kind
+        self, th: Thresholds, target: Mapping[str, str] = TARGET
+    ) -> list[dict[str, str]]:
+        """promtool ``input_series`` with samples every minute from 0 to ``minutes``,
+        with the ``target`` labels on every series."""
         out: list[dict[str, str]] = []
         n = self.minutes
+        target_pairs = sorted(target.items())
 
         def labels(ident: Identity, **extra: str) -> str:
             pairs = [("cgroup", ident.cgroup)]
             pairs += [("namespace", ident.namespace), ("pod", ident.pod)]
             pairs += [("container", ident.container)]
-            pairs += [("instance", INSTANCE), ("job", JOB)]
+            pairs += target_pairs
             pairs += list(extra.items())
             body = ",".join(f'{k}="{v}"' for k, v in pairs if v)
             return "{" + body + "}"
@@ -318,7 +326,7 @@ class Scenario:
         if "mem_some_s" in self.node:
             counter(
                 "contention_node_memory_pressure_waiting_seconds_total",
-                "{" + f'instance="{INSTANCE}",job="{JOB}"' + "}",
+                "{" + ",".join(f'{k}="{v}"' for k, v in target_pairs) + "}",
                 self.node["mem_some_s"],
             )
         return out

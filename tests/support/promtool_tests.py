@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +25,16 @@ from exporter.findings.evaluate import evaluate
 from exporter.findings.model import Finding, Kind
 from exporter.findings.thresholds import Thresholds, ThresholdsError, load_thresholds
 from exporter.probe.histogram import RUNQ_BOUNDS_S
-from exporter.rules.generator import ALERT_NAMES, HEADER, SUMMARIES, runbook_anchor
+from exporter.rules.alert import runbook_annotations
+from exporter.rules.generator import ALERT_NAMES, HEADER, SUMMARIES
 from exporter.rules.promtool import PromtoolResult, run_promtool
 
-from .corpus import INSTANCE, JOB, Scenario, ScenarioError, load_corpus
+from .corpus import TARGET, Scenario, ScenarioError, load_corpus
+from .health_tests import render_health_tests
 
 ROOT = Path(__file__).resolve().parents[2]
 TEST_FILE = Path("rules/tests/contention.rules.test.yaml")
+HEALTH_TEST_FILE = Path("rules/tests/contention-exporter.rules.test.yaml")
 SCENARIOS = Path("tests/scenarios")
 COMMAND = "python -m tests.support.promtool_tests"
 
@@ -109,13 +112,13 @@ def histogram_quantile(q: float, cum_rates: list[tuple[float, float]]) -> float:
 # -- expected alerts -----------------------------------------------------------------------
 
 
-def alert_labels(f: Finding) -> dict[str, str]:
+def alert_labels(f: Finding, th: Thresholds, target: Mapping[str, str] = TARGET) -> dict[str, str]:
     v = f.victim.identity
     labels = {
         "severity": f.severity.value,
         "finding": f.kind.value,
-        "instance": INSTANCE,
-        "job": JOB,
+        **target,
+        **dict(th.alert_labels),
         "cgroup": v.cgroup,
         "namespace": v.namespace,
         "pod": v.pod,
@@ -220,7 +223,7 @@ def alert_annotations(  # noqa: C901 - one description per finding kind
     return {
         "summary": SUMMARIES[k],
         "description": desc,
-        "runbook_url": f"{th.runbook_url}#{runbook_anchor(k)}",
+        **runbook_annotations(th, ALERT_NAMES[k]),
     }
 
 
@@ -230,63 +233,93 @@ def render_tests(
     rule_file: str,
     with_annotations: bool,
     eval_times: str = "full",
+    target: Mapping[str, str] = TARGET,
 ) -> dict[str, Any]:
     """A promtool unit-test document: one test per scenario, every alert at every time.
 
     ``eval_times="full"`` compares from the first full window on (where PromQL's
     rate() over the window and the evaluator's sums cover the same minutes);
-    ``"all"`` from minute 1.
+    ``"all"`` from minute 1. ``target``: the target labels of the scenario's exporter.
+    An alert the config disables is expected never to fire.
     """
-    tests = []
-    for scn in scenarios:
-        alert_tests = []
-        times = (
-            scn.eval_times(th)
-            if eval_times == "full"
-            else [m * 60 for m in range(1, scn.minutes + 1)]
-        )
-        for t in times:
-            findings = evaluate(scn.window_at(t, th), th, float(t))
-            for kind, alertname in ALERT_NAMES.items():
-                exp = []
-                for f in findings:
-                    if f.kind is not kind:
-                        continue
-                    labels = alert_labels(f)
-                    item: dict[str, Any] = {"exp_labels": labels}
-                    if with_annotations:
-                        item["exp_annotations"] = alert_annotations(f, scn, t, th, labels)
-                    exp.append(item)
-                exp.sort(key=lambda e: sorted(e["exp_labels"].items()))
-                alert_tests.append(
-                    {"eval_time": f"{t // 60}m", "alertname": alertname, "exp_alerts": exp}
-                )
-        tests.append(
-            {
-                "name": scn.name,
-                "interval": "1m",
-                "input_series": scn.input_series(th),
-                "alert_rule_test": alert_tests,
-            }
-        )
+    tests = [
+        render_test([(scn, target)], th, with_annotations, eval_times, name=scn.name)
+        for scn in scenarios
+    ]
     return {"rule_files": [rule_file], "evaluation_interval": "1m", "tests": tests}
 
 
-def render_test_file(th: Thresholds, scenarios_dir: Path = ROOT / SCENARIOS) -> str:
-    """The committed promtool unit-test file: the ``unit: true`` scenarios, with full
-    labels and annotations, against ``../contention.rules.yaml``."""
-    unit = [s for s in load_corpus(scenarios_dir) if s.unit]
-    doc = render_tests(unit, th, "../contention.rules.yaml", with_annotations=True)
+def render_test(
+    nodes: Sequence[tuple[Scenario, Mapping[str, str]]],
+    th: Thresholds,
+    with_annotations: bool,
+    eval_times: str = "full",
+    name: str = "",
+) -> dict[str, Any]:
+    """One promtool test of several exporters at once, each a scenario under its own
+    target labels (e.g. two clusters in one Prometheus): their series together, and at
+    every time the union of each one's findings as the expected alerts."""
+    minutes = min(scn.minutes for scn, _ in nodes)
+    if eval_times == "full":
+        times = [m * 60 for m in range(th.window_minutes, minutes + 1)]
+    else:
+        times = [m * 60 for m in range(1, minutes + 1)]
+    alert_tests = []
+    for t in times:
+        exp: dict[str, list[dict[str, Any]]] = {a: [] for a in ALERT_NAMES.values()}
+        for scn, target in nodes:
+            for f in evaluate(scn.window_at(t, th), th, float(t)):
+                alertname = ALERT_NAMES[f.kind]
+                if not th.alert_enabled(alertname):
+                    continue
+                labels = alert_labels(f, th, target)
+                item: dict[str, Any] = {"exp_labels": labels}
+                if with_annotations:
+                    item["exp_annotations"] = alert_annotations(f, scn, t, th, labels)
+                exp[alertname].append(item)
+        for alertname, items in exp.items():
+            items.sort(key=lambda e: sorted(e["exp_labels"].items()))
+            alert_tests.append(
+                {"eval_time": f"{t // 60}m", "alertname": alertname, "exp_alerts": items}
+            )
+    series = [x for scn, target in nodes for x in scn.input_series(th, target)]
+    return {
+        "name": name or "+".join(scn.name for scn, _ in nodes),
+        "interval": "1m",
+        "input_series": series,
+        "alert_rule_test": alert_tests,
+    }
+
+
+def _dump(doc: dict[str, Any]) -> str:
     # Long input_series lines stay on one line: easier to read side by side.
     return HEADER.replace("contention-exporter rules generate", COMMAND) + str(
         yaml.safe_dump(doc, sort_keys=False, width=4096, allow_unicode=True)
     )
 
 
+def render_test_file(th: Thresholds, scenarios_dir: Path = ROOT / SCENARIOS) -> str:
+    """The committed promtool unit-test file of the findings' alerts: the ``unit:
+    true`` scenarios, with full labels and annotations, against
+    ``../contention.rules.yaml``."""
+    unit = [s for s in load_corpus(scenarios_dir) if s.unit]
+    return _dump(render_tests(unit, th, "../contention.rules.yaml", with_annotations=True))
+
+
+def render_health_test_file(th: Thresholds) -> str:
+    """The committed promtool unit-test file of the self-monitoring alerts."""
+    return _dump(render_health_tests(th, "../contention.rules.yaml"))
+
+
+def render_test_files(th: Thresholds) -> dict[Path, str]:
+    return {TEST_FILE: render_test_file(th), HEALTH_TEST_FILE: render_health_test_file(th)}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog=COMMAND,
-        description="Write rules/tests/contention.rules.test.yaml from tests/scenarios.",
+        description="Write the promtool unit tests of the rule pack: "
+        f"{TEST_FILE} from tests/scenarios and {HEALTH_TEST_FILE} (self-monitoring).",
     )
     p.add_argument("--config", default=None, metavar="FILE", help="thresholds YAML override")
     p.add_argument("--out-dir", default=str(ROOT), metavar="DIR", help="repository root")
@@ -295,14 +328,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         th = load_thresholds(args.config)
-        text = render_test_file(th)
+        files = render_test_files(th)
     except (ThresholdsError, ScenarioError) as e:
         sys.stderr.write(f"error: {e}\n")
         return 2
     root = Path(args.out_dir)
-    rc = sync(root, {TEST_FILE: text}, verify=args.check, command=COMMAND)
+    rc = sync(root, files, verify=args.check, command=COMMAND)
     if rc == 0 and args.promtool:
-        res = unit_test_rules(root / TEST_FILE)
+        res = unit_test_rules(*(root / p for p in files))
         sys.stdout.write(res.output)
         rc = 0 if res.ok else 1
     return rc

@@ -267,7 +267,7 @@ def test_probe_modes(rendered: dict[str, list[Doc]]) -> None:
 def test_servicemonitor_names_the_node_in_instance(rendered: dict[str, list[Doc]]) -> None:
     (ep,) = one(rendered["default"], "ServiceMonitor")["spec"]["endpoints"]
     targets = {
-        r["targetLabel"]: r["sourceLabels"]
+        r["targetLabel"]: r.get("sourceLabels")
         for r in ep["relabelings"]
         if r.get("action") == "replace"
     }
@@ -344,6 +344,21 @@ def test_web_config_refuses_contradictions() -> None:
         assert proc.returncode != 0 and msg in proc.stderr, proc.stderr
     proc = helm("template", RELEASE, str(CHART), "--set", "webConfig.file=x", check=False)
     assert proc.returncode != 0 and "webConfig" in proc.stderr
+
+
+def test_servicemonitor_sets_the_job_the_rules_select() -> None:
+    """Whatever the release is called, the series carry the job of the rules' default
+    selector (else every rule and dashboard would select nothing)."""
+    from exporter.findings import load_thresholds
+
+    assert load_thresholds().matchers == ('job="contention-exporter"',)
+    for release in (RELEASE, "monitoring-ce"):
+        docs = load_docs(helm("template", release, str(CHART), "--namespace", NAMESPACE).stdout)
+        (ep,) = one(docs, "ServiceMonitor")["spec"]["endpoints"]
+        job = [r for r in ep["relabelings"] if r.get("targetLabel") == "job"]
+        assert job == [
+            {"targetLabel": "job", "replacement": "contention-exporter", "action": "replace"}
+        ]
 
 
 def test_kube_prometheus_stack_release_label(rendered: dict[str, list[Doc]]) -> None:

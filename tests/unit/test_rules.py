@@ -13,9 +13,11 @@ import yaml
 from exporter.findings import load_thresholds
 from exporter.findings.model import Kind
 from exporter.findings.thresholds import Thresholds, from_mapping
+from exporter.rules import health
 from exporter.rules import promtool as promtool_wrapper
 from exporter.rules.generator import (
     ALERT_NAMES,
+    ALERTS,
     MANIFEST,
     R_USAGE,
     R_USAGE_OVER_REQ,
@@ -49,9 +51,11 @@ def th() -> Thresholds:
 
 @pytest.fixture(scope="module")
 def rules(th: Thresholds) -> list[dict[str, Any]]:
+    """The findings group (alerts must see this evaluation's recorded decisions: one
+    group), then the self-monitoring group."""
     groups = rule_groups(th)["groups"]
-    assert len(groups) == 1  # alerts must see this evaluation's recorded decisions
-    return list(groups[0]["rules"])
+    assert [g["name"] for g in groups] == ["contention", "contention-exporter"]
+    return [*groups[0]["rules"], *groups[1]["rules"]]
 
 
 def test_committed_files_are_up_to_date(th: Thresholds) -> None:
@@ -61,9 +65,8 @@ def test_committed_files_are_up_to_date(th: Thresholds) -> None:
         assert (
             ROOT / rel
         ).read_text() == text, f"{rel} is stale: run `contention-exporter rules generate`"
-    assert (ROOT / TEST_FILE).read_text() == pt.render_test_file(
-        th
-    ), f"{TEST_FILE} is stale: run `{pt.COMMAND}`"
+    for rel, text in pt.render_test_files(th).items():
+        assert (ROOT / rel).read_text() == text, f"{rel} is stale: run `{pt.COMMAND}`"
 
 
 def test_manifest_is_a_prometheusrule_with_the_same_groups(th: Thresholds) -> None:
@@ -81,15 +84,20 @@ def test_naming_conventions(rules: list[dict[str, Any]]) -> None:
         assert re.fullmatch(r"(cgroup|node):contention_[a-z0-9_]+:[a-z0-9_]+", r["record"]), r
     # recording rules first: alerts read this evaluation's values
     assert rules.index(alerts[0]) > rules.index(recorded[-1])
-    assert {a["alert"] for a in alerts} == set(ALERT_NAMES.values())
+    assert {a["alert"] for a in alerts} == set(ALERTS)
+    assert set(ALERT_NAMES.values()) | set(health.ALERTS) == set(ALERTS)
     for a in alerts:
         assert re.fullmatch(r"Contention[A-Z][A-Za-z]+", a["alert"])
         assert a["labels"]["severity"] in {"critical", "warning", "info"}
         ann = a["annotations"]
-        assert set(ann) == {"summary", "description", "runbook_url"}
+        assert set(ann) == {"summary", "description", "runbook"}  # runbookUrl unset
         assert "{{" not in ann["summary"], "summary must be static"
-        assert "$labels.cgroup" in ann["description"]
-        assert "for" not in a, "the sustain is in the expression (offset), see docs"
+        if a["alert"] in health.ALERTS:
+            assert "$labels.instance" in ann["description"] or "absent(" in a["expr"]
+            assert a["for"], "self-monitoring alerts wait their configured duration"
+        else:
+            assert "$labels.cgroup" in ann["description"]
+            assert "for" not in a, "the sustain is in the expression (offset), see docs"
 
 
 def test_severities_per_kind(rules: list[dict[str, Any]]) -> None:
@@ -110,7 +118,8 @@ def test_runbook_anchors_exist(rules: list[dict[str, Any]]) -> None:
             title = line.lstrip("#").strip().lower()
             anchors.add(re.sub(r"[^a-z0-9 _-]", "", title).replace(" ", "-"))
     for a in (r for r in rules if "alert" in r):
-        anchor = a["annotations"]["runbook_url"].rsplit("#", 1)[1]
+        anchor = a["annotations"]["runbook"].split()[0].rsplit("#", 1)[1]
+        assert anchor == a["alert"].lower()
         assert anchor in anchors, f"docs/runbook.md has no section for {anchor}"
 
 
@@ -161,8 +170,14 @@ def test_promtool_unit_tests_pass() -> None:
         "memory-stall-without-node-pressure",
     ):
         assert must in unit
-    res = pt.unit_test_rules(ROOT / TEST_FILE)
+    res = pt.unit_test_rules(ROOT / TEST_FILE, ROOT / pt.HEALTH_TEST_FILE)
     assert res.ok, res.output[-20000:]
+    health_tests = yaml.safe_load((ROOT / pt.HEALTH_TEST_FILE).read_text())["tests"]
+    assert {t["name"] for t in health_tests} == set(health.ALERTS)
+    for t in health_tests:  # silent before `for` has passed, then fires, every label
+        exps = [c["exp_alerts"] for c in t["alert_rule_test"]]
+        assert not any(exps[:-1]) and exps[-1], t["name"]
+        assert all(e["exp_annotations"]["description"] for e in exps[-1])
 
 
 @needs_promtool
@@ -183,8 +198,9 @@ def test_agreement_holds_for_a_custom_config(tmp_path: Path) -> None:
         }
     )
     groups = copy.deepcopy(rule_groups(custom))
-    for r in groups["groups"][0]["rules"]:
-        r.pop("annotations", None)
+    for g in groups["groups"]:
+        for r in g["rules"]:
+            r.pop("annotations", None)
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(groups))
     doc = pt.render_tests(load_corpus(ROOT / SCENARIOS), custom, "rules.yaml", False, "all")
     (tmp_path / "t.yaml").write_text(yaml.dump(doc, Dumper=_DUMPER, width=1000))
@@ -224,7 +240,7 @@ def test_rules_generate_writes_and_verifies(
 def test_rules_interval_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _rules_cli("rules", "print", "rules", "--interval", "30s") == 0
     doc = yaml.safe_load(capsys.readouterr().out)
-    assert [g["interval"] for g in doc["groups"]] == ["30s"]
+    assert [g["interval"] for g in doc["groups"]] == ["30s", "30s"]
     out = str(tmp_path)
     assert _rules_cli("rules", "generate", "--out-dir", out, "--interval", "2s") == 0
     assert "interval: 2s" in (tmp_path / MANIFEST).read_text()
@@ -299,7 +315,7 @@ def test_a_cgroup_renamed_mid_window_keeps_the_rules_working(
     pod labels, then the names). No rule may turn into a one-to-one join on the cgroup
     alone: Prometheus would fail the whole rule ("many-to-many matching not allowed")."""
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule_groups(th)))
-    base = 'cgroup="/kubepods.slice/x.scope",instance="n:10366",job="c"'
+    base = 'cgroup="/kubepods.slice/x.scope",instance="n:10366",job="contention-exporter"'
     named = base + ',namespace="shop",pod="api-0",container="app"'
     before, after = "0+60x2 _x6", "_x2 120+60x6"  # renamed at minute 2
     usage_b, usage_a = "0+30x2 _x6", "_x2 60+30x6"

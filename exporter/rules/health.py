@@ -1,0 +1,132 @@
+"""The self-monitoring group: alerts about the exporter itself (docs/runbook.md).
+
+A broken exporter does not page on its own: findings silently stop, or alerts quietly
+stop naming culprits. These alerts say so, per target (the target labels, and the
+label that says what failed: ``reason``, ``collector``, ``map``). Each waits its own
+``...For`` duration from the thresholds file, so a restart or a rollout stays quiet.
+They read only the exporter's own series (docs/metrics.md, "The exporter itself") and
+Prometheus's ``up``, all through the config's ``selector``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import promql as pq
+from ..findings.thresholds import Thresholds
+from ..promql import num
+from .alert import alerting_rule
+
+GROUP = "contention-exporter"
+
+EXPORTER_DOWN = "ContentionExporterDown"
+EXPORTER_ABSENT = "ContentionExporterAbsent"
+PROBE_NOT_LOADED = "ContentionProbeNotLoaded"
+SAMPLER_STALE = "ContentionSamplerStale"
+COLLECTOR_FAILING = "ContentionCollectorFailing"
+PROBE_MAP_FAILURES = "ContentionProbeMapUpdateFailures"
+UNKNOWN_BLAME = "ContentionProbeUnknownBlameHigh"
+
+ALERTS = (
+    EXPORTER_DOWN,
+    EXPORTER_ABSENT,
+    PROBE_NOT_LOADED,
+    SAMPLER_STALE,
+    COLLECTOR_FAILING,
+    PROBE_MAP_FAILURES,
+    UNKNOWN_BLAME,
+)
+
+# A probe turned off on purpose (--no-probe, the chart's probe.loader: off) is fine.
+NOT_DISABLED = 'reason!="disabled"'
+TARGET_T = "{{ $labels.instance }} (job {{ $labels.job }})"
+
+SUMMARIES = {
+    EXPORTER_DOWN: "contention-exporter target is down.",
+    EXPORTER_ABSENT: "No contention-exporter target is up.",
+    PROBE_NOT_LOADED: "The scheduler probe is not loaded: no culprit can be named.",
+    SAMPLER_STALE: "contention-exporter serves old data: its sampler has stopped.",
+    COLLECTOR_FAILING: "A part of contention-exporter's pass keeps failing.",
+    PROBE_MAP_FAILURES: "The scheduler probe is losing events: a BPF map is full.",
+    UNKNOWN_BLAME: "The scheduler probe cannot attribute most run-queue wait.",
+}
+
+
+def health_rules(th: Thresholds) -> list[dict[str, Any]]:
+    """Every self-monitoring alert (disabled ones included; the pack filters them)."""
+    m = th.matchers
+
+    def sel(metric: str, *extra: str) -> str:
+        return pq.sel(metric, *m, *extra)
+
+    def rule(name: str, expr: str, for_: str, description: str) -> dict[str, Any]:
+        return alerting_rule(
+            th,
+            name,
+            expr,
+            "warning",
+            summary=SUMMARIES[name],
+            description=description,
+            for_=for_,
+        )
+
+    return [
+        rule(
+            EXPORTER_DOWN,
+            f"{sel(pq.UP)} == 0",
+            th.exporter_down_for,
+            f"Prometheus has failed to scrape {TARGET_T} for {th.exporter_down_for}: no "
+            "findings and no contention alerts for that node meanwhile.",
+        ),
+        rule(
+            EXPORTER_ABSENT,
+            f"absent({sel(pq.UP)} == 1)",
+            th.exporter_down_for,
+            f"No target matching {{{th.selector}}} has been up for {th.exporter_down_for}: "
+            "the exporter is not running anywhere, or Prometheus does not scrape it under "
+            "that selector (the thresholds file's `selector` must match the scrape job), "
+            "and no contention alert can fire.",
+        ),
+        rule(
+            PROBE_NOT_LOADED,
+            f"{sel(pq.PROBE_LOADED, NOT_DISABLED)} == 0",
+            th.probe_not_loaded_for,
+            f"The scheduler probe on {TARGET_T} is not loaded ({{{{ $labels.reason }}}}). "
+            "Stall findings still fire, but no culprit can be named: noisy neighbours show "
+            "as ContentionCPUContended.",
+        ),
+        rule(
+            SAMPLER_STALE,
+            f"time() - {sel(pq.LAST_PASS)} > {num(th.sampler_stale_seconds)}",
+            th.sampler_stale_for,
+            f"The latest sampler pass of {TARGET_T} is {{{{ $value | humanizeDuration }}}} "
+            "old: the exporter answers scrapes with old numbers, and findings and "
+            "contention alerts for that node are frozen.",
+        ),
+        rule(
+            COLLECTOR_FAILING,
+            f"{sel(pq.COLLECTOR_SUCCESS)} == 0",
+            th.collector_failing_for,
+            f"The {{{{ $labels.collector }}}} part of every pass of {TARGET_T} has failed "
+            f"for {th.collector_failing_for}: its series are missing or stale (the "
+            "exporter's log says why).",
+        ),
+        rule(
+            PROBE_MAP_FAILURES,
+            f"{pq.rate(pq.PROBE_MAP_FAILURES, '5m', *m)} > 0",
+            th.probe_map_failures_for,
+            f"The scheduler probe on {TARGET_T} failed "
+            "{{ $value | humanize }} inserts per second into its {{ $labels.map }} map "
+            f"over the last {th.probe_map_failures_for}: the map is full and run-queue "
+            "waits or culprits are lost, so blame shares are understated.",
+        ),
+        rule(
+            UNKNOWN_BLAME,
+            f"{sel(pq.UNKNOWN_BLAME)} >= {num(th.unknown_blame_ratio)}",
+            th.unknown_blame_for,
+            f"{{{{ $value | humanizePercentage }}}} of the run-queue wait on {TARGET_T} "
+            f"is blamed on cgroups the exporter cannot name or on nobody (at least "
+            f"{th.unknown_blame_ratio * 100:g}% for {th.unknown_blame_for}): culprit "
+            "attribution on that node is unreliable.",
+        ),
+    ]

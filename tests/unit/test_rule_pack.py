@@ -1,0 +1,233 @@
+"""The rule pack's options (docs/configuration.md, "The rule pack"), each proven through
+promtool: the alerts still agree with the evaluator on the whole scenario corpus
+under the option, and the option does what it says."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from exporter.findings import load_thresholds
+from exporter.findings.thresholds import Thresholds, ThresholdsError, from_mapping
+from exporter.rules import health
+from exporter.rules.generator import ALERT_NAMES, ALERTS, rule_groups
+from exporter.rules.promtool import PromtoolMissing, PromtoolResult, find_promtool
+from tests.support import promtool_tests as pt
+from tests.support.corpus import TARGET, Scenario, load_corpus
+from tests.support.health_tests import render_health_tests
+
+ROOT = Path(__file__).resolve().parents[2]
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def _have_promtool() -> bool:
+    try:
+        find_promtool()
+    except PromtoolMissing:
+        return False
+    return True
+
+
+needs_promtool = pytest.mark.skipif(not _have_promtool(), reason="promtool not installed")
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[Scenario]:
+    return load_corpus(ROOT / pt.SCENARIOS)
+
+
+def _config(**overrides: Any) -> Thresholds:
+    return from_mapping({**load_thresholds().to_yaml_dict(), **overrides})
+
+
+def _run(
+    tmp_path: Path, rules_th: Thresholds, tests: list[dict[str, Any]], annotations: bool
+) -> PromtoolResult:
+    """promtool test rules: ``tests`` against the pack generated from ``rules_th``."""
+    groups = copy.deepcopy(rule_groups(rules_th))
+    if not annotations:  # the agreement is about gating; annotations are checked apart
+        for g in groups["groups"]:
+            for r in g["rules"]:
+                r.pop("annotations", None)
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(groups))
+    doc = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": tests}
+    (tmp_path / "t.yaml").write_text(yaml.dump(doc, Dumper=_DUMPER, width=1000))
+    return pt.unit_test_rules(tmp_path / "t.yaml")
+
+
+def _corpus_tests(
+    corpus: list[Scenario], th: Thresholds, target: dict[str, str] = TARGET
+) -> list[dict[str, Any]]:
+    tests: list[dict[str, Any]] = pt.render_tests(corpus, th, "rules.yaml", False, "all", target)[
+        "tests"
+    ]
+    return tests
+
+
+_RAW = re.compile(r"(?<![:\w])(contention_[a-z_]+|up)\b(\{[^}]*\})?(?!\s*\()")
+
+
+def test_every_raw_series_carries_the_selector() -> None:
+    """No rule reads an exporter series (or ``up``) without the selector: two
+    deployments (or a staging job) in one Prometheus do not mix."""
+    th = _config(selector='job="node-agent", env=~"prod|stage"')
+    for g in rule_groups(th)["groups"]:
+        for r in g["rules"]:
+            for m in _RAW.finditer(r["expr"]):
+                assert m.group(2) and 'job="node-agent", env=~"prod|stage"' in m.group(2), (
+                    r.get("record") or r.get("alert"),
+                    m.group(0),
+                )
+
+
+@needs_promtool
+def test_selector_selects_the_exporters_series(corpus: list[Scenario], tmp_path: Path) -> None:
+    th = _config(selector='job="node-agent"')
+    # Scraped under the selector's job: the rules agree with the evaluator throughout.
+    res = _run(tmp_path, th, _corpus_tests(corpus, th, {**TARGET, "job": "node-agent"}), False)
+    assert res.ok, res.output[-20000:]
+    # Scraped under another job: not the exporter the pack is for, nothing fires.
+    silent = _config(disabledAlerts=list(ALERT_NAMES.values()))
+    res = _run(tmp_path, th, _corpus_tests(corpus, silent), False)
+    assert res.ok, res.output[-20000:]
+    assert "contention-exporter" in TARGET["job"]
+
+
+@needs_promtool
+def test_alert_labels_reach_every_alert(corpus: list[Scenario], tmp_path: Path) -> None:
+    th = _config(alertLabels={"team": "platform", "tier": 1})
+    assert th.alert_labels == (("team", "platform"), ("tier", "1"))
+    unit = [s for s in corpus if s.unit]
+    tests = pt.render_tests(unit, th, "rules.yaml", True)["tests"]
+    tests += render_health_tests(th, "rules.yaml")["tests"]
+    res = _run(tmp_path, th, tests, True)  # full label sets and annotations
+    assert res.ok, res.output[-20000:]
+    for g in rule_groups(th)["groups"]:
+        for r in g["rules"]:
+            if "alert" in r:
+                assert r["labels"]["team"] == "platform" and r["labels"]["tier"] == "1"
+
+
+@needs_promtool
+def test_cluster_label_in_every_join(corpus: list[Scenario], tmp_path: Path) -> None:
+    """Two clusters in one Prometheus (Thanos), with the same instance and cgroup
+    names: a noisy neighbour in one, a neighbour inside its request in the other. With
+    ``clusterLabel`` each cluster gets its own verdict; without it the joins mix them."""
+    by_name = {s.name: s for s in corpus}
+    a, b = by_name["noisy-neighbor-basic"], by_name["culprit-inside-request"]
+    assert a.members["api"].identity.cgroup == b.members["api"].identity.cgroup
+    th = _config(clusterLabel="cluster")
+    assert th.join_labels == ("cluster", "instance")
+    nodes = [(a, {**TARGET, "cluster": "eu-1"}), (b, {**TARGET, "cluster": "us-1"})]
+    test = pt.render_test(nodes, th, False, "all")
+    res = _run(tmp_path, th, [test], False)
+    assert res.ok, res.output[-20000:]
+    for g in rule_groups(th)["groups"]:
+        for r in g["rules"]:
+            for clause in re.findall(r"\b(?:on|by)\(([^)]*)\)", r["expr"]):
+                assert clause.split(", ")[0] == "cluster", (r.get("record") or r["alert"], clause)
+    single = _config()
+    res = _run(tmp_path, single, [pt.render_test(nodes, single, False, "all")], False)
+    assert not res.ok, "without clusterLabel the two clusters' series should mix"
+    # The whole corpus still agrees with a cluster label on every series.
+    res = _run(tmp_path, th, _corpus_tests(corpus, th, {**TARGET, "cluster": "eu-1"}), False)
+    assert res.ok, res.output[-20000:]
+
+
+@needs_promtool
+def test_disabled_alerts_are_left_out(corpus: list[Scenario], tmp_path: Path) -> None:
+    off = ["ContentionCPUThrottled", health.PROBE_NOT_LOADED]
+    th = _config(disabledAlerts=off)
+    names = {r.get("alert") for g in rule_groups(th)["groups"] for r in g["rules"]}
+    assert not names & set(off)
+    assert names >= set(ALERTS) - set(off)
+    # The recording rules stay (dashboards read them), and every other alert agrees.
+    assert any(
+        r.get("record", "").startswith("cgroup:contention_cpu_cfs_throttled")
+        for r in rule_groups(th)["groups"][0]["rules"]
+    )
+    res = _run(tmp_path, th, _corpus_tests(corpus, th), False)
+    assert res.ok, res.output[-20000:]
+    res = _run(tmp_path, th, render_health_tests(th, "rules.yaml")["tests"], True)
+    assert res.ok, res.output[-20000:]
+    # A throttled scenario fires nothing now, where the default pack fires.
+    throttled = [s for s in corpus if s.name == "throttled-exactly-at-threshold"]
+    assert throttled
+    default = pt.render_tests(throttled, _config(), "rules.yaml", False)["tests"]
+    assert any(t["exp_alerts"] for t in default[0]["alert_rule_test"])
+    res = _run(tmp_path, th, pt.render_tests(throttled, th, "rules.yaml", False)["tests"], False)
+    assert res.ok, res.output[-20000:]
+
+
+def test_an_unknown_disabled_alert_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    th = _config(disabledAlerts=["ContentionCPUThrotled"])
+    with pytest.raises(ThresholdsError, match="no alert named ContentionCPUThrotled"):
+        rule_groups(th)
+    from exporter.commands import main
+
+    cfg = tmp_path / "t.yaml"
+    cfg.write_text("disabledAlerts: [ContentionCPUThrotled]\n")
+    assert main(["rules", "print", "rules", "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert str(cfg) in err and "no alert named ContentionCPUThrotled" in err
+    assert main(["rules", "generate", "--config", str(cfg), "--out-dir", str(tmp_path)]) == 2
+
+
+@needs_promtool
+def test_runbook_url_default_and_configured(corpus: list[Scenario], tmp_path: Path) -> None:
+    unit = [s for s in corpus if s.unit]
+    default = _config()
+    assert default.runbook_url == ""
+    for g in rule_groups(default)["groups"]:
+        for r in g["rules"]:
+            if "alert" in r:
+                assert "runbook_url" not in r["annotations"]
+                assert r["annotations"]["runbook"] == (
+                    f"docs/runbook.md#{r['alert'].lower()} in the contention-exporter release"
+                )
+    th = _config(runbookUrl="https://wiki.example.com/ops/contention#")
+    assert th.runbook_url == "https://wiki.example.com/ops/contention"
+    for rules_th in (default, th):
+        tests = pt.render_tests(unit, rules_th, "rules.yaml", True)["tests"]
+        tests += render_health_tests(rules_th, "rules.yaml")["tests"]
+        res = _run(tmp_path, rules_th, tests, True)
+        assert res.ok, res.output[-20000:]
+    text = yaml.safe_dump(rule_groups(th))
+    assert "runbook_url: https://wiki.example.com/ops/contention#contentioncputhrottled" in text
+    assert "runbook_url: https://wiki.example.com/ops/contention#contentionexporterdown" in text
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "needle"),
+    [
+        ("selector", "job=contention", "expected matchers"),
+        ("selector", "", "at least one matcher"),
+        ("selector", 'job="a" env="b"', "expected ','"),
+        ("clusterLabel", "the cluster", "label name"),
+        ("alertLabels", {"severity": "page"}, "set by the rule pack itself"),
+        ("alertLabels", {"bad-name": "x"}, "not a valid Prometheus label name"),
+        ("alertLabels", {"team": ""}, "non-empty string"),
+        ("alertLabels", ["team"], "mapping of label: value"),
+        ("disabledAlerts", ["not an alert"], "not an alert name"),
+        ("runbookUrl", "wiki/runbook", "http(s) URL"),
+        ("exporterDownFor", "5 minutes", "not a Prometheus duration"),
+        ("unknownBlameRatio", 50, "fraction in (0, 1]"),
+        ("samplerStaleSeconds", 0, "must be > 0"),
+    ],
+)
+def test_bad_rule_pack_options_are_clear_errors(key: str, value: Any, needle: str) -> None:
+    with pytest.raises(ThresholdsError, match=re.escape(needle)) as e:
+        _config(**{key: value})
+    assert key in str(e.value)
+
+
+def test_selector_forms_are_normalised() -> None:
+    assert _config(selector='{job="a",env=~"b|c"}').selector == 'job="a", env=~"b|c"'
+    assert _config(selector='job!="x"').matchers == ('job!="x"',)
