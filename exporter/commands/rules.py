@@ -23,10 +23,12 @@ from .generated_files import sync
 COMMAND = "contention-exporter rules generate"
 DESCRIPTION = "Generate Prometheus recording rules and alerts from the thresholds."
 GENERATE_DESCRIPTION = (
-    "Write rules/contention.rules.yaml (recording rules and alerts for plain Prometheus) "
-    "and deploy/prometheusrule.yaml (the same groups as a prometheus-operator "
-    "PrometheusRule) from the threshold config. With --check, write nothing and exit 1 "
-    "when a file differs from what would be written (what CI runs)."
+    "Write rules/contention.rules.yaml (recording rules and alerts for plain Prometheus), "
+    "deploy/prometheusrule.yaml (the same groups as a prometheus-operator "
+    "PrometheusRule) and rules/alertmanager.inhibit.yaml (the Alertmanager inhibit rule "
+    "for kube-prometheus-stack's CPUThrottlingHigh) from the threshold config. With "
+    "--check, write nothing and exit 1 when a file differs from what would be written "
+    "(what CI runs)."
 )
 
 
@@ -58,7 +60,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.set_defaults(handler=lambda _args: _usage(p))
     g = sub.add_parser(
         "generate",
-        help="write rules/contention.rules.yaml and deploy/prometheusrule.yaml",
+        help="write rules/contention.rules.yaml, deploy/prometheusrule.yaml and "
+        "rules/alertmanager.inhibit.yaml",
         description=GENERATE_DESCRIPTION,
     )
     add_generate_arguments(g)

@@ -36,7 +36,7 @@ from ..findings.model import NAMEABLE_CULPRIT_KINDS, Kind
 from ..findings.thresholds import Thresholds, duration_ms
 from ..probe.histogram import RUNQ_BOUNDS_S, le_label
 from ..promql import num
-from . import health
+from . import health, inhibit
 from .alert import alerting_rule, check_disabled, enabled
 
 GROUP = "contention"
@@ -493,6 +493,12 @@ def render_prometheus_rule(th: Thresholds, interval: str = DEFAULT_INTERVAL) -> 
 
 RULE_FILE = Path("rules/contention.rules.yaml")
 MANIFEST = Path("deploy/prometheusrule.yaml")
+INHIBIT_FILE = inhibit.INHIBIT_FILE
+
+
+def render_inhibit_file(th: Thresholds) -> str:
+    rules = inhibit.inhibit_rules(th, ALERT_NAMES[Kind.CPU_THROTTLED])
+    return HEADER + inhibit.INHIBIT_HEADER + dump_yaml({"inhibit_rules": rules})
 
 
 def render_files(th: Thresholds, interval: str = DEFAULT_INTERVAL) -> dict[Path, str]:
@@ -500,4 +506,5 @@ def render_files(th: Thresholds, interval: str = DEFAULT_INTERVAL) -> dict[Path,
     return {
         RULE_FILE: render_rule_file(th, interval),
         MANIFEST: render_prometheus_rule(th, interval),
+        INHIBIT_FILE: render_inhibit_file(th),
     }

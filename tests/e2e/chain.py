@@ -226,6 +226,8 @@ class Chain:
     workdir: str
     rule_file: str
     targets: dict[str, list[str]]  # job -> ["127.0.0.1:port", ...]
+    # Alertmanager inhibit_rules (the shipped rules/alertmanager.inhibit.yaml)
+    inhibit_rules: list[dict[str, Any]] = field(default_factory=list)
     webhook: Webhook = field(default_factory=Webhook)
     am: Proc | None = None
     prom: Proc | None = None
@@ -261,6 +263,7 @@ class Chain:
                     "webhook_configs": [{"url": self.webhook.url, "send_resolved": True}],
                 }
             ],
+            "inhibit_rules": self.inhibit_rules,
         }
         path = os.path.join(self.workdir, "alertmanager.yml")
         with open(path, "w") as f:
@@ -385,6 +388,31 @@ class Chain:
         """Prometheus's own view: alerts in state firing."""
         alerts: list[dict[str, Any]] = self.api("/api/v1/alerts")["alerts"]
         return [a for a in alerts if a.get("state") == "firing"]
+
+    # --- Alertmanager API ---------------------------------------------------------------
+
+    def post_alerts(self, alerts: Sequence[Mapping[str, Any]]) -> None:
+        """Send alerts to Alertmanager as a Prometheus would (``POST /api/v2/alerts``):
+        alerts of rules that cannot run here, e.g. kube-prometheus-stack's."""
+        req = urllib.request.Request(
+            self.am_url + "/api/v2/alerts",
+            data=json.dumps(list(alerts)).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(req, timeout=5) as r:
+            if r.status != 200:
+                raise ChainError(f"POST /api/v2/alerts: HTTP {r.status}")
+
+    def am_alerts(self, **matchers: str) -> list[dict[str, Any]]:
+        """Alertmanager's view of its alerts (active, silenced and inhibited ones too),
+        filtered by exact label values."""
+        q = urllib.parse.urlencode([("filter", f'{k}="{v}"') for k, v in matchers.items()])
+        status, body = http_get(f"{self.am_url}/api/v2/alerts?{q}", 5)
+        if status != 200:
+            raise ChainError(f"GET /api/v2/alerts: HTTP {status}: {body[:300]}")
+        alerts: list[dict[str, Any]] = json.loads(body)
+        return alerts
 
     def logs(self) -> str:
         parts = []

@@ -230,7 +230,9 @@ def _monitor(e2e: E2E, stop: threading.Event) -> None:
                         )
 
 
-def _generate_rules(workdir: str, config: str) -> str:
+def _generate_rules(workdir: str, config: str) -> tuple[str, list[dict[str, Any]]]:
+    """``rules generate`` with the session's config: the rule file for Prometheus and
+    the inhibit rules for Alertmanager, both as shipped."""
     out_dir = os.path.join(workdir, "generated")
     res = subprocess.run(
         [
@@ -250,10 +252,13 @@ def _generate_rules(workdir: str, config: str) -> str:
     )
     if res.returncode != 0:
         raise ChainError(f"rules generate failed ({res.returncode}):\n{res.stdout}{res.stderr}")
-    return prepare_rule_file(
+    rule_file = prepare_rule_file(
         os.path.join(out_dir, "rules", "contention.rules.yaml"),
         os.path.join(workdir, "contention.rules.e2e.yaml"),
     )
+    with open(os.path.join(out_dir, "rules", "alertmanager.inhibit.yaml")) as f:
+        inhibit: list[dict[str, Any]] = yaml.safe_load(f)["inhibit_rules"]
+    return rule_file, inhibit
 
 
 @pytest.fixture(scope="session")
@@ -269,7 +274,7 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
     with open(config, "a") as f:
         f.write(yaml.safe_dump(RULE_PACK, sort_keys=False))
     th = load_thresholds(config)
-    rule_file = _generate_rules(workdir, config)
+    rule_file, inhibit_rules = _generate_rules(workdir, config)
     layout = None
     if kernel_reason is None:
         layout = detect_layout()
@@ -310,7 +315,9 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
         targets = {"node": [f"127.0.0.1:{node.port}"]}
         for name, w in replays.items():
             targets[f"replay-{name}"] = [f"127.0.0.1:{w.exporter.port}"]
-        chain = Chain(workdir=workdir, rule_file=rule_file, targets=targets)
+        chain = Chain(
+            workdir=workdir, rule_file=rule_file, targets=targets, inhibit_rules=inhibit_rules
+        )
         stack.callback(chain.stop)
         chain.start(timeout=60)
         env = E2E(

@@ -54,6 +54,7 @@ from tests.e2e.conftest import (
     RUNBOOK_URL,
     run_dashboards,
 )
+from tests.e2e.inhibit import check_inhibition
 
 pytestmark = [pytest.mark.e2e]
 
@@ -336,6 +337,19 @@ def test_1_lab(e2e: E2E, name: str) -> None:
             ],
             "alerts": state["firing"],
         }
+        if name == "throttled":
+            # kube-prometheus-stack's duplicate, muted by the shipped inhibit rule
+            # while the real ContentionCPUThrottled fires (docs/kube-prometheus-stack.md)
+            victim_role = lab.expect[0].victim
+            observed["inhibition"] = check_inhibition(
+                e2e.chain,
+                {
+                    "namespace": LAB_NAMESPACE,
+                    "pod": lab.pod(victim_role),
+                    "container": LAB_CONTAINER,
+                },
+                {"namespace": "inhibit-e2e", "pod": "other-0", "container": LAB_CONTAINER},
+            )
         has, errors, texts = run_dashboards(e2e.chain, e2e.thresholds)
         e2e.record_coverage(has)
     except BaseException:

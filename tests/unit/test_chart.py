@@ -17,6 +17,7 @@ import yaml
 
 from .manifests import (
     CHART,
+    CRD_KINDS,
     DEPLOY,
     ROOT,
     SUPPORTED,
@@ -58,6 +59,10 @@ OPTIONS: dict[str, list[str]] = {
     ],
     "json-logs": ["args.logFormat=json", "args.logLevel=warn"],
     "kube-prometheus-stack": ["monitoring.labels.release=kube-prometheus-stack"],
+    "alertmanager-config": [
+        "alertmanagerConfig.enabled=true",
+        "monitoring.labels.release=kube-prometheus-stack",
+    ],
     "operator-objects-off": [
         "serviceMonitor.enabled=false",
         "prometheusRule.enabled=false",
@@ -145,10 +150,9 @@ def test_builtin_kinds_validate_strictly(rendered: dict[str, list[Doc]], version
 
 
 def test_operator_objects_match_the_crd_schemas(rendered: dict[str, list[Doc]]) -> None:
-    docs = [
-        d for v in rendered.values() for d in v if d["kind"] in ("ServiceMonitor", "PrometheusRule")
-    ]
+    docs = [d for v in rendered.values() for d in v if d["kind"] in CRD_KINDS]
     assert len(docs) >= 2 * (len(OPTIONS) - 1)
+    assert [d for d in docs if d["kind"] == "AlertmanagerConfig"]
     assert crd_errors(docs) == []
 
 
@@ -505,3 +509,49 @@ def test_the_bundle_is_refused_once_thresholds_drift(
     proc = helm(*args, check=False)
     assert proc.returncode != 0
     assert message in proc.stderr
+
+
+def _crd_matchers(matchers: list[str]) -> list[dict[str, str]]:
+    """Alertmanager's `name="value"` matchers as an AlertmanagerConfig's."""
+    out = []
+    for m in matchers:
+        name, _, value = m.partition("=")
+        out.append({"name": name, "value": value.strip('"'), "matchType": "="})
+    return out
+
+
+@pytest.mark.parametrize("overrides", ["", "clusterLabel: k8s_cluster\n"])
+def test_alertmanagerconfig_holds_the_shipped_inhibit_rule(
+    rendered: dict[str, list[Doc]], tmp_path: Path, overrides: str
+) -> None:
+    """The chart's AlertmanagerConfig is rules/alertmanager.inhibit.yaml, for the
+    default thresholds and for a cluster label; it is off by default and carries the
+    labels kube-prometheus-stack selects."""
+    from exporter.findings.thresholds import load_thresholds
+    from exporter.rules.generator import render_inhibit_file
+
+    assert not [d for d in rendered["default"] if d["kind"] == "AlertmanagerConfig"]
+    extra: list[str] = []
+    (tmp_path / "t.yaml").write_text(overrides or "# defaults\n")
+    if overrides:
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "scripts/chart-thresholds.py"), str(tmp_path / "t.yaml")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr
+        (tmp_path / "values.yaml").write_text(proc.stdout)
+        extra = ["-f", str(tmp_path / "values.yaml")]
+    amc = one(template(OPTIONS["alertmanager-config"], *extra), "AlertmanagerConfig")
+    assert amc["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    generated = yaml.safe_load(render_inhibit_file(load_thresholds(tmp_path / "t.yaml")))
+    (want,) = generated["inhibit_rules"]
+    assert amc["spec"]["inhibitRules"] == [
+        {
+            "sourceMatch": _crd_matchers(want["source_matchers"]),
+            "targetMatch": _crd_matchers(want["target_matchers"]),
+            "equal": want["equal"],
+        }
+    ]
+    assert crd_errors([amc]) == []

@@ -18,6 +18,7 @@ from exporter.rules import promtool as promtool_wrapper
 from exporter.rules.generator import (
     ALERT_NAMES,
     ALERTS,
+    INHIBIT_FILE,
     MANIFEST,
     R_USAGE,
     R_USAGE_OVER_REQ,
@@ -60,7 +61,7 @@ def rules(th: Thresholds) -> list[dict[str, Any]]:
 
 def test_committed_files_are_up_to_date(th: Thresholds) -> None:
     files = render_files(th)
-    assert set(files) == {RULE_FILE, MANIFEST}
+    assert set(files) == {RULE_FILE, MANIFEST, INHIBIT_FILE}
     for rel, text in files.items():
         assert (
             ROOT / rel
@@ -222,7 +223,7 @@ def test_rules_generate_writes_and_verifies(
     assert not (tmp_path / RULE_FILE).exists()  # --check writes nothing
     assert _rules_cli("rules", "generate", "--out-dir", out) == 0
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*.yaml")) == sorted(
-        [RULE_FILE, MANIFEST]
+        [RULE_FILE, MANIFEST, INHIBIT_FILE]
     )
     assert _rules_cli("rules", "generate", "--out-dir", out, "--check") == 0
     (tmp_path / RULE_FILE).write_text("# edited by hand\n")
@@ -362,3 +363,34 @@ def test_a_cgroup_renamed_mid_window_keeps_the_rules_working(
     test_file.write_text(yaml.safe_dump(doc, sort_keys=False))
     res = pt.unit_test_rules(test_file)
     assert res.ok, res.output[-5000:]
+
+
+def test_inhibit_rule_is_valid_alertmanager_config(th: Thresholds, tmp_path: Path) -> None:
+    """The shipped inhibit rule, in an Alertmanager configuration, passes amtool; it
+    mutes only CPUThrottlingHigh, only while the pack's throttled finding fires for
+    the same container (and cluster, when the config names one)."""
+    import shutil
+    import subprocess
+
+    doc = yaml.safe_load((ROOT / INHIBIT_FILE).read_text())
+    (rule,) = doc["inhibit_rules"]
+    assert rule["target_matchers"] == ['alertname="CPUThrottlingHigh"']
+    assert 'alertname="ContentionCPUThrottled"' in rule["source_matchers"]
+    assert rule["equal"] == ["namespace", "pod", "container"]
+    multi = from_mapping({**th.to_yaml_dict(), "clusterLabel": "k8s_cluster"})
+    from exporter.rules.generator import render_inhibit_file
+
+    (rule,) = yaml.safe_load(render_inhibit_file(multi))["inhibit_rules"]
+    assert rule["equal"] == ["k8s_cluster", "namespace", "pod", "container"]
+    off = from_mapping({**th.to_yaml_dict(), "disabledAlerts": ["ContentionCPUThrottled"]})
+    assert yaml.safe_load(render_inhibit_file(off))["inhibit_rules"] == []
+    amtool = shutil.which("amtool")
+    if amtool is None:
+        pytest.skip("amtool not installed (Debian's prometheus-alertmanager)")
+    cfg = {"route": {"receiver": "x"}, "receivers": [{"name": "x"}], **doc}
+    (tmp_path / "am.yml").write_text(yaml.safe_dump(cfg))
+    proc = subprocess.run(
+        [amtool, "check-config", str(tmp_path / "am.yml")], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert " - 1 inhibit rules" in proc.stdout

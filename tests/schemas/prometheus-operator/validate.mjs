@@ -1,4 +1,4 @@
-// Validate ServiceMonitor and PrometheusRule objects against the Prometheus Operator's
+// Validate ServiceMonitor, PrometheusRule and AlertmanagerConfig objects against the Prometheus Operator's
 // CRD schemas, the way the API server would with strict field validation:
 //
 //   1. the schema (types, required fields, enums, patterns such as the duration
@@ -13,24 +13,26 @@
 //
 // Input: a JSON array of objects on stdin. Output: a JSON array of
 // {index, kind, name, errors: [string]} for every object with errors (empty: all valid).
-// Objects of other kinds are an error: the caller sends only these two kinds.
+// Objects of other kinds are an error: the caller sends only these three kinds.
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import ts from "typescript";
 import { PrometheusRule } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule";
 import { ServiceMonitor } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor";
+import { AlertmanagerConfig } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1alpha1/AlertmanagerConfig";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const KINDS = {
-  ServiceMonitor: { model: ServiceMonitor, iface: "IServiceMonitor" },
-  PrometheusRule: { model: PrometheusRule, iface: "IPrometheusRule" },
+  ServiceMonitor: { model: ServiceMonitor, iface: "IServiceMonitor", version: "v1" },
+  PrometheusRule: { model: PrometheusRule, iface: "IPrometheusRule", version: "v1" },
+  AlertmanagerConfig: { model: AlertmanagerConfig, iface: "IAlertmanagerConfig", version: "v1alpha1" },
 };
 
 function schemaErrors(doc) {
   const kind = KINDS[doc.kind];
-  if (!kind || doc.apiVersion !== "monitoring.coreos.com/v1") {
-    return [`not a monitoring.coreos.com/v1 ServiceMonitor or PrometheusRule: ${doc.apiVersion} ${doc.kind}`];
+  if (!kind || doc.apiVersion !== `monitoring.coreos.com/${kind.version}`) {
+    return [`not a ServiceMonitor, PrometheusRule (v1) or AlertmanagerConfig (v1alpha1): ${doc.apiVersion} ${doc.kind}`];
   }
   try {
     new kind.model(doc).validate();
@@ -46,7 +48,7 @@ function unknownFieldErrors(docs) {
   const lines = [];
   for (const kind of Object.keys(KINDS)) {
     lines.push(
-      `import type { ${KINDS[kind].iface} } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/${kind}";`,
+      `import type { ${KINDS[kind].iface} } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/${KINDS[kind].version}/${kind}";`,
     );
   }
   const lineOf = new Map();
