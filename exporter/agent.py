@@ -53,6 +53,8 @@ class AgentConfig:
     kube: KubeConfig = field(default_factory=KubeConfig)
     render: str = "pass"  # when /metrics is rendered: "pass" or "scrape" (exposition)
     process_metrics: bool = True  # the exporter's own CPU, memory and GC families
+    # optional per-container families (exposition.containers.OPTIONAL_COLLECTORS)
+    collectors: frozenset[str] = frozenset()
 
 
 def build_identity(
@@ -141,6 +143,7 @@ class Agent:
             evaluation=CollectorStatus(ok, time.perf_counter() - t0),
             window_minutes=th.window_minutes,
             top_k=self.config.probe.top_k,
+            collectors=self.config.collectors,
         )
 
     def _blame(self, snap: Snapshot, window: Window) -> dict[int, dict[CulpritKey, float]]:

@@ -10,13 +10,23 @@ hold. The sampler only ever talks to this interface.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
 from .cgroupfs.discovery import CgroupKind, CgroupRef
 
-# The labels that identify a cgroup on every per-cgroup series (values: Identity's).
+# The labels that identify a cgroup on its series (docs/metrics.md): namespace, pod and
+# container once a metadata source named it (the names cAdvisor and kube-state-metrics
+# use, so series join with theirs as they are), else its cgroup path. Absent ones are
+# left out, never sent empty.
 IDENTITY_LABELS = ("cgroup", "namespace", "pod", "container")
+# The CRI's container ID scheme per runtime, as pod status (and kube-state-metrics'
+# container_id label) writes it.
+_CRI_SCHEME = {"containerd": "containerd", "crio": "cri-o", "docker": "docker"}
+
+Names = tuple[str, str, str]  # (namespace, pod, container)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +40,7 @@ class Identity:
     container: str = ""
     pod_uid: str = ""
     container_id: str = ""
+    runtime: str = ""  # containerd, crio, docker, podman (from the cgroup path)
     qos: str = ""
     cpu_request_cores: float | None = None
     cpu_limit_cores: float | None = None  # from the spec; the cgroup's quota wins when set
@@ -45,6 +56,40 @@ class Identity:
         if self.pod_uid:
             return f"pod:{self.pod_uid[:8]}"
         return self.cgroup
+
+    @property
+    def names(self) -> Names | None:
+        """(namespace, pod, container) once a metadata source named the pod."""
+        return (self.namespace, self.pod, self.container) if self.pod else None
+
+    def series_labels(self, ambiguous: frozenset[Names] = frozenset()) -> dict[str, str]:
+        """The labels of this cgroup's series: its names, or its cgroup path when it
+        has none or when another cgroup of the same pass has the same names
+        (``ambiguous``: both keep their path then, so no two series collide)."""
+        names = self.names
+        if names is None:
+            return {"cgroup": self.cgroup}
+        out = {"cgroup": self.cgroup} if names in ambiguous else {}
+        for k, v in zip(IDENTITY_LABELS[1:], names, strict=True):
+            if v:
+                out[k] = v
+        return out
+
+    @property
+    def container_uri(self) -> str:
+        """``<runtime>://<id>`` as the pod status writes it (kube-state-metrics'
+        ``container_id``); the bare ID when the runtime is not a CRI one."""
+        scheme = _CRI_SCHEME.get(self.runtime)
+        if not self.container_id or scheme is None:
+            return self.container_id
+        return f"{scheme}://{self.container_id}"
+
+
+def ambiguous_names(identities: Iterable[Identity]) -> frozenset[Names]:
+    """Names that more than one of ``identities`` carries (a container restarting while
+    the old cgroup lingers, two containers the API has not named yet)."""
+    counts = Counter(i.names for i in identities if i.names is not None)
+    return frozenset(n for n, c in counts.items() if c > 1 and n is not None)
 
 
 class IdentityResolver(Protocol):
@@ -69,6 +114,7 @@ def identity_from_ref(ref: CgroupRef) -> Identity:
         kind=ref.kind,
         pod_uid=k.pod_uid if k else "",
         container_id=(k.container_id or "") if k else "",
+        runtime=(k.runtime or "") if k else "",
         qos=k.qos if k else "",
     )
 

@@ -28,6 +28,9 @@ WORKING_SET = "contention_memory_working_set_bytes"
 MEM_REQUEST = "contention_memory_request_bytes"
 RUNQ_BUCKET = "contention_runqueue_latency_seconds_bucket"
 RUNQ_COUNT = "contention_runqueue_latency_seconds_count"
+RUNQ_SUM = "contention_runqueue_latency_seconds_sum"  # the total wait
+CPU_ENTITLEMENT = "contention_cpu_entitlement_cores"
+MEM_ENTITLEMENT = "contention_memory_entitlement_bytes"
 BLAME_SHARE = "contention_blame_share"
 FINDING = "contention_finding"
 # The exporter's own health (the self-monitoring alerts), and Prometheus's scrape status.

@@ -81,6 +81,10 @@ class ReplayLab:
     def pod(self, role: str) -> str:
         return f"{self.name}-{role}"
 
+    def ref(self, role: str) -> str:
+        """The container's name on its series and alerts (``namespace/pod/container``)."""
+        return f"{LAB_NAMESPACE}/{self.pod(role)}/{LAB_CONTAINER}"
+
     def box(self, role: str) -> ReplayBox:
         for b in self.boxes:
             if b.role == role:

@@ -151,6 +151,11 @@ class Lab:
     def pod(self, role: str) -> str:
         return f"{self.name}-{role}"
 
+    def ref(self, role: str) -> str:
+        """The container's name on its series and alerts (the metadata file names
+        every lab container): ``namespace/pod/container``."""
+        return f"{LAB_NAMESPACE}/{self.pod(role)}/{LAB_CONTAINER}"
+
     def role_of(self, cgroup_path: str) -> str | None:
         for b in self.boxes:
             if self.cgroup_path(b.role) == cgroup_path:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..agent import AgentConfig
+from ..exposition.containers import OPTIONAL_COLLECTORS
 from ..exposition.published import RENDER_MODES
 from ..findings.thresholds import Thresholds, ThresholdsError, load_thresholds
 from ..kube import NODE_NAME_ENV, KubeConfig
@@ -206,6 +207,24 @@ def add_render_argument(p: argparse._ActionsContainer) -> None:
     )
 
 
+def add_collector_arguments(p: argparse.ArgumentParser) -> None:
+    """``--collector.<name>`` / ``--no-collector.<name>`` for the optional families."""
+    g = p.add_argument_group(
+        "collectors",
+        "Per-container families that cAdvisor or kube-state-metrics already export and "
+        "that no alert rule, dashboard or finding reads: off by default, to keep "
+        "series per container low (docs/metrics.md, 'Cardinality').",
+    )
+    for name, what in OPTIONAL_COLLECTORS.items():
+        g.add_argument(
+            f"--collector.{name}",
+            dest=f"collector_{name}",
+            action=argparse.BooleanOptionalAction,
+            default=False,
+            help=f"{what} (default: off)",
+        )
+
+
 def agent_config(args: argparse.Namespace, render: str = "pass") -> AgentConfig:
     """The typed settings of ``run`` and ``diagnose`` (raises ValueError on bad ones)."""
     return AgentConfig(
@@ -229,6 +248,9 @@ def agent_config(args: argparse.Namespace, render: str = "pass") -> AgentConfig:
             deleted_grace_s=args.kube_deleted_grace,
         ),
         render=render,
+        collectors=frozenset(
+            name for name in OPTIONAL_COLLECTORS if getattr(args, f"collector_{name}", False)
+        ),
     )
 
 

@@ -13,6 +13,7 @@ from ..server import App, Server
 from ..web.config import WebConfigError, WebConfigSource
 from .common import (
     DEFAULT_PORT,
+    add_collector_arguments,
     add_node_arguments,
     add_render_argument,
     agent_config,
@@ -49,6 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_render_argument(g)
     add_node_arguments(p)
+    add_collector_arguments(p)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

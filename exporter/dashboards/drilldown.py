@@ -40,6 +40,9 @@ TITLE = "Contention / Container drill-down"
 
 CORES = "suffix: cores"
 VICTIM = "{{victim}}"
+# The limit, where there is one, is the entitlement's basis (docs/metrics.md): the
+# limit gauges themselves are optional (--collector.cpu_spec, memory_spec).
+LIMIT = 'basis="limit"'
 
 
 def _dashed(regex: str) -> tuple[str, list[dm.DynamicConfigValue]]:
@@ -82,7 +85,8 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             ids,
             "CPU used vs request vs limit",
             "CPU the container used (cores), with its request (dashed, from the pod spec or "
-            "the metadata file) and its CPU limit (dashed, cpu.max or the v1 quota). Used "
+            "the metadata file) and its CPU limit (dashed, cpu.max or the v1 quota: the "
+            "entitlement when its basis is the limit). Used "
             "at the limit: it is throttled, see the next panel. Used well above the "
             "request: it is running on CPU nobody reserved for it and can be named as a "
             "noisy neighbour of others; give it a request that reflects its use.",
@@ -98,7 +102,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
                     f"{VICTIM} request",
                     ref="request",
                 ),
-                T(named(sel("contention_cpu_limit_cores", c)), f"{VICTIM} limit", ref="limit"),
+                T(named(sel(pq.CPU_ENTITLEMENT, c, LIMIT)), f"{VICTIM} limit", ref="limit"),
             ],
         )
         .override_by_regexp(*_dashed(".* request$"))
@@ -268,7 +272,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             "s",
             [
                 T(
-                    named(f"{rate('contention_runqueue_wait_seconds_total', RATE, c)}"),
+                    named(rate(pq.RUNQ_SUM, RATE, c)),
                     VICTIM,
                 )
             ],
@@ -336,8 +340,9 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
         ts(
             ids,
             "Memory working set vs request vs limit",
-            "Working set (in use minus inactive file cache) and total usage, with the "
-            "memory request (dashed), memory.high and the limit (dashed). Working set near "
+            "Working set (in use minus inactive file cache), with the memory request "
+            "(dashed) and the limit (dashed: the entitlement when its basis is the limit). "
+            "Working set near "
             "the limit: the kernel reclaims the container's own pages and may OOM-kill it "
             "(see limit hits below); raise resources.limits.memory. Working set well above "
             "the request: a candidate culprit when the node runs short of memory.",
@@ -348,16 +353,14 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
                     f"{VICTIM} working set",
                     ref="ws",
                 ),
-                T(named(sel("contention_memory_usage_bytes", c)), f"{VICTIM} usage", ref="usage"),
                 T(
                     named(sel("contention_memory_request_bytes", c)),
                     f"{VICTIM} request",
                     ref="request",
                 ),
-                T(named(sel("contention_memory_high_bytes", c)), f"{VICTIM} high", ref="high"),
-                T(named(sel("contention_memory_limit_bytes", c)), f"{VICTIM} limit", ref="limit"),
+                T(named(sel(pq.MEM_ENTITLEMENT, c, LIMIT)), f"{VICTIM} limit", ref="limit"),
             ],
-        ).override_by_regexp(*_dashed(".* (request|limit|high)$"))
+        ).override_by_regexp(*_dashed(".* (request|limit)$"))
     )
     d = d.with_panel(
         ts(
@@ -417,9 +420,10 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             ids,
             "Memory limit hits per minute",
             "memory.events per minute: 'high' (throttled at memory.high), 'max' (hit the "
-            "limit and reclaimed), 'oom' and 'oom_kill'. high/max rising together with "
-            "memory stall while the node is not short of memory is memory-limit-thrash: "
-            "raise resources.limits.memory. Any oom_kill: the container lost a process.",
+            "limit and reclaimed), and 'oom' and 'oom_kill' when the exporter runs with "
+            "--collector.memory_oom. high/max rising together with memory stall while the "
+            "node is not short of memory is memory-limit-thrash: raise "
+            "resources.limits.memory. Any oom_kill: the container lost a process.",
             "short",
             [
                 T(

@@ -4,10 +4,9 @@ The PromQL facts the dashboards share with the rules are in ``exporter.promql``.
 
 Two node modes must work with the same queries:
 
-* **Kubernetes**: per-container series carry ``namespace``, ``pod``, ``container``
-  (and ``cgroup``);
-* **host mode**: only ``cgroup`` is set; the other three are empty, which Prometheus
-  stores as *absent*.
+* **Kubernetes** (or a metadata file naming containers): per-container series carry
+  ``namespace``, ``pod``, ``container`` (``cgroup`` only until the pod is named);
+* **host mode**: only ``cgroup`` is set; the other three are absent.
 
 Every template variable is a regex with ``.*`` as its "All" value, and ``=~".*"``
 matches an absent label, so one selector serves both modes. Human names come from
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 
 from .. import promql as pq
 from ..findings.thresholds import Thresholds
+from ..identity import IDENTITY_LABELS
 from ..probe.culprit import CULPRIT_LABELS
 
 # Grafana's rate window: at least four scrape intervals, grows with the zoom level.
@@ -40,6 +40,8 @@ CLUSTER_LABEL = "cluster"
 
 # Labels that only the finding / blame series carry, ignored when they meet victim series.
 FINDING_ONLY_LABELS = ("kind", "severity", *CULPRIT_LABELS)
+# A culprit's identity labels on blame and finding series (its own series' labels).
+CULPRIT_IDENTITY = tuple(f"culprit_{lab}" for lab in IDENTITY_LABELS)
 
 
 @dataclass(frozen=True, slots=True)

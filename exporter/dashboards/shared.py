@@ -9,10 +9,22 @@ from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import prometheus as pm
 
 from .. import promql as pq
+from ..identity import IDENTITY_LABELS
 from ..promql import rate, sel
 from . import variables as v
 from .panels import BLUE, ORANGE, RED, Ids, T, grid, prop, thresholds, transform, value_map
-from .selectors import V_CGROUP, V_CLUSTER, V_DATASOURCE, V_NODE, Selectors, named
+from .selectors import (
+    CULPRIT_IDENTITY,
+    V_CGROUP,
+    V_CLUSTER,
+    V_CONTAINER,
+    V_DATASOURCE,
+    V_NAMESPACE,
+    V_NODE,
+    V_POD,
+    Selectors,
+    named,
+)
 
 OVERVIEW_UID = "contention-node-overview"
 DRILLDOWN_UID = "contention-container-drilldown"
@@ -47,28 +59,33 @@ def base_dashboard(q: Selectors, title: str, uid: str, description: str) -> db.D
     )
 
 
-def drilldown_url(node: str, cgroup: str) -> str:
-    """A link to the drill-down for one container, keeping datasource, cluster and time."""
+# The drill-down's variables a link sets from the clicked container's labels: its
+# names, or its cgroup path (an absent label gives an empty value, which matches an
+# absent label again).
+_LINKED = (V_NAMESPACE, V_POD, V_CONTAINER, V_CGROUP)
+
+
+def drilldown_url(q: Selectors, source: str) -> str:
+    """A link to the drill-down for one container, keeping datasource, cluster and time.
+    ``source``: where Grafana finds the clicked container's labels (``__field.labels``
+    for a series, ``__data.fields`` for a table row)."""
+    vars_ = [f"var-{V_NODE}=${{{source}.{q.node_label}}}"]
+    vars_ += [f"var-{v}=${{{source}.{v}}}" for v in _LINKED]
     return (
-        f"/d/{DRILLDOWN_UID}?var-{V_NODE}={node}&var-{V_CGROUP}={cgroup}"
+        f"/d/{DRILLDOWN_UID}?{'&'.join(vars_)}"
         f"&${{{V_DATASOURCE}:queryparam}}&${{{V_CLUSTER}:queryparam}}&${{__url_time_range}}"
     )
 
 
 def field_link(q: Selectors) -> list[cogbuilder.Builder[dm.DashboardLink]]:
     """Data link for series panels (labels of the clicked series)."""
-    url = drilldown_url(f"${{__field.labels.{q.node_label}}}", "${__field.labels.cgroup}")
+    url = drilldown_url(q, "__field.labels")
     return [db.DashboardLink("Drill down into this container").url(url)]
 
 
 def row_link(q: Selectors) -> list[dict[str, object]]:
     """Data link for table rows (columns of the clicked row)."""
-    return [
-        {
-            "title": "Drill down into this container",
-            "url": drilldown_url(f"${{__data.fields.{q.node_label}}}", "${__data.fields.cgroup}"),
-        }
-    ]
+    return [{"title": "Drill down into this container", "url": drilldown_url(q, "__data.fields")}]
 
 
 # Column titles of the findings table (after the organize transformation).
@@ -83,22 +100,22 @@ def findings_table(ids: Ids, q: Selectors, matchers: str, title: str, *, h: int 
     """Every active ``contention_finding`` with the numbers that decide it.
 
     Each query is the finding series itself multiplied by one number of its victim
-    (``finding * on(node, cgroup) group_left() number``), reduced to the same label set,
+    (``finding * on(node, <identity labels>) group_left() number``), reduced to the same label set,
     so the ``merge`` transformation lines the numbers up as columns of one row per
     finding.
     """
     th = q.th
-    keep = q.by("cgroup", "victim", "kind", "severity", "culprit_kind", "culprit")
+    keep = q.by(*IDENTITY_LABELS, "victim", "kind", "severity", "culprit_kind", "culprit")
     finding = sel(pq.FINDING, matchers)
-    on_v = q.on("cgroup")
+    on_v = q.on(*IDENTITY_LABELS)
 
     def with_number(number: str) -> str:
         return f"max {keep} (\n  {named(f'{finding} * {on_v} group_left() ({number})')}\n)"
 
     nn = sel(pq.FINDING, matchers, 'kind="noisy-neighbor"')
     blame = sel(pq.BLAME_SHARE, matchers)
-    by_pair = q.by("cgroup", "culprit_cgroup")
-    on_pair = q.on("cgroup", "culprit_cgroup")
+    by_pair = q.by(*IDENTITY_LABELS, *CULPRIT_IDENTITY)
+    on_pair = q.on(*IDENTITY_LABELS, *CULPRIT_IDENTITY)
     share = f"max {keep} (\n  {named(f'{nn} * {on_pair} group_left() max {by_pair} ({blame})')}\n)"
     queries = [
         T(f"max {keep} ({named(finding)})", ref="finding"),
@@ -152,7 +169,7 @@ def findings_table(ids: Ids, q: Selectors, matchers: str, title: str, *, h: int 
                     "Value #mem",
                     "Value #share",
                     *th.join_labels,
-                    "cgroup",
+                    *IDENTITY_LABELS,
                 ]
             )
         },

@@ -116,9 +116,10 @@ def cgroup(q: Selectors) -> db.QueryVariable:
         _query(
             V_CGROUP,
             "Cgroup",
-            "The tracked cgroup (path under the cgroup2 root). The way to pick a systemd "
-            "unit or docker container in host mode; narrowed by namespace/pod/container "
-            "in Kubernetes mode.",
+            "The tracked cgroup (path under the cgroup2 root), for cgroups known by their "
+            "path: the way to pick a systemd unit or docker container in host mode. A "
+            "container named by Kubernetes (or the metadata file) is picked by "
+            "namespace/pod/container instead; leave this on 'All'.",
             f'label_values(contention_cgroup_info{{{q.node}, namespace=~"${V_NAMESPACE}", '
             f'pod=~"${V_POD}", container=~"${V_CONTAINER}"}}, cgroup)',
         )

@@ -13,46 +13,40 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from ..findings.model import Finding
-from ..identity import IDENTITY_LABELS
-from ..probe.culprit import CULPRIT_LABELS
-
-FINDING_LABELS = ("kind", "severity", *IDENTITY_LABELS, *CULPRIT_LABELS)
+from ..identity import Names
+from .series import add
 
 
-def finding_labels(f: Finding) -> tuple[str, ...]:
-    v = f.victim.identity
+def finding_labels(f: Finding, ambiguous: frozenset[Names] = frozenset()) -> dict[str, str]:
+    """kind, severity, the victim's identity labels and, when one is named, the
+    culprit's (``culprit_kind``, ``culprit`` and its identity labels prefixed): the
+    labels of the alert the rules fire for it."""
+    out = {"kind": f.kind.value, "severity": f.severity.value}
+    out.update(f.victim.identity.series_labels(ambiguous))
     c = f.culprit
-    ci = c.identity if c else None
-    return (
-        f.kind.value,
-        f.severity.value,
-        v.cgroup,
-        v.namespace,
-        v.pod,
-        v.container,
-        c.kind if c else "",
-        c.ref if c else "",
-        ci.cgroup if ci else "",
-        ci.namespace if ci else "",
-        ci.pod if ci else "",
-        ci.container if ci else "",
-    )
+    if c is not None:
+        out.update(culprit_kind=c.kind, culprit=c.ref)
+        own = c.identity.series_labels(ambiguous)
+        out.update((f"culprit_{k}", v) for k, v in own.items())
+    return out
 
 
-def finding_families(findings: Sequence[Finding], evaluated_at: float) -> list[Metric]:
+def finding_families(
+    findings: Sequence[Finding], evaluated_at: float, ambiguous: frozenset[Names] = frozenset()
+) -> list[Metric]:
     """The findings of one pass: always present (empty when nothing fires), with the
     time of the pass they were evaluated for."""
     g = GaugeMetricFamily(
         "contention_finding",
         "An active finding (1): its kind, severity, victim and named culprit, if any.",
-        labels=FINDING_LABELS,
     )
-    seen: set[tuple[str, ...]] = set()
+    seen: set[tuple[tuple[str, str], ...]] = set()
     for f in findings:
-        labels = finding_labels(f)
-        if labels not in seen:  # two findings never share a label set, but be safe
-            seen.add(labels)
-            g.add_metric(labels, 1.0)
+        labels = finding_labels(f, ambiguous)
+        key = tuple(sorted(labels.items()))
+        if key not in seen:  # two findings never share a label set, but be safe
+            seen.add(key)
+            add(g, labels, 1.0)
     at = GaugeMetricFamily(
         "contention_findings_pass_timestamp_seconds",
         "Unix time of the sampler pass contention_finding was evaluated for: the same "

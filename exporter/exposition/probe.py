@@ -1,18 +1,19 @@
 """Prometheus families of the scheduler probe, built once per pass.
 
-Per victim (labels ``cgroup, namespace, pod, container``):
+Per victim (its identity labels, ``Identity.series_labels``):
 
-* ``contention_runqueue_latency_seconds`` histogram (cumulative, every bound present);
-* ``contention_runqueue_wait_seconds_total`` counter (the histogram's sum);
+* ``contention_runqueue_latency_seconds`` histogram (cumulative, every bound present;
+  its ``_sum`` is the total wait);
 * ``contention_blame_share`` gauge: the top-K culprits' shares of the victim's wait
-  over the window, with ``culprit_kind, culprit, culprit_cgroup, culprit_namespace,
-  culprit_pod, culprit_container`` (join on the culprit's own ``cgroup`` series).
+  over the window, with ``culprit_kind``, ``culprit`` and the culprit's own identity
+  labels prefixed ``culprit_`` (join on the culprit's series).
 
 Per node: ``contention_probe_loaded{loader, reason}``, ``contention_probe_unknown_blame_ratio``,
 map occupancy, capacity and update failures, sched_switch events seen, and the
 programs' kernel run time (non-zero only with ``kernel.bpf_stats_enabled=1``).
 
-Series per victim: 19 (histogram) + 1 (wait) + top-K (blame) = 23 with K = 3.
+Series per victim: len(RUNQ_BOUNDS_S) + 3 (histogram: the buckets, +Inf, _count,
+_sum) + top-K (blame) = 11 with K = 3.
 """
 
 from __future__ import annotations
@@ -27,15 +28,14 @@ from prometheus_client.core import (
     Metric,
 )
 
-from ..identity import IDENTITY_LABELS, Identity
+from ..identity import Identity, Names
 from ..probe.blame import DEFAULT_TOP_K, blame_shares, unknown_blame_ratio
-from ..probe.culprit import CULPRIT_LABELS, ROOT_CGROUP_ID
+from ..probe.culprit import ROOT_CGROUP_ID
 from ..probe.histogram import RUNQ_BOUNDS_S, cumulative_buckets
 from ..probe.model import ProbeTotals, RunqHistogram
 from ..probe.status import ProbeStatus
 from ..window.model import CulpritKey
-
-VICTIM_LABELS = IDENTITY_LABELS
+from .series import add, add_histogram
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,10 +47,6 @@ class VictimProbeData:
     blame_window_s: Mapping[CulpritKey, float]  # wait seconds per culprit key, window
 
 
-def _victim_labels(ident: Identity) -> list[str]:
-    return [ident.cgroup, ident.namespace, ident.pod, ident.container]
-
-
 def build_probe_families(
     victims: Iterable[VictimProbeData],
     identities: Mapping[int, Identity],
@@ -60,9 +56,11 @@ def build_probe_families(
     top_k: int = DEFAULT_TOP_K,
     root_ids: Collection[int] = (ROOT_CGROUP_ID,),
     bounds_s: tuple[float, ...] = RUNQ_BOUNDS_S,
+    ambiguous: frozenset[Names] = frozenset(),
 ) -> list[Metric]:
     """All probe families of one pass. ``identities`` names culprits (tracked
-    containers plus the window's ``others``)."""
+    containers plus the window's ``others``); ``ambiguous``: names two tracked cgroups
+    share in this pass (``identity.ambiguous_names``), which keep their path label."""
     loaded = GaugeMetricFamily(
         "contention_probe_loaded",
         "1 when the scheduler probe is attached; loader says which (core or bcc), reason "
@@ -76,35 +74,29 @@ def build_probe_families(
 
     hist = HistogramMetricFamily(
         "contention_runqueue_latency_seconds",
-        "Time tasks of the cgroup spent runnable before getting a CPU (per wakeup).",
-        labels=list(VICTIM_LABELS),
-    )
-    wait = CounterMetricFamily(
-        "contention_runqueue_wait_seconds",
-        "Total run-queue wait of the cgroup's tasks.",
-        labels=list(VICTIM_LABELS),
+        "Time tasks of the cgroup spent runnable before getting a CPU (per wakeup); "
+        "_sum is the total run-queue wait.",
     )
     share = GaugeMetricFamily(
         "contention_blame_share",
         "Share of the victim's run-queue wait over the window spent behind this culprit "
         f"(top {top_k}).",
-        labels=[*VICTIM_LABELS, *CULPRIT_LABELS],
     )
     windows: list[Mapping[CulpritKey, float]] = []
-    seen: set[tuple[str, ...]] = set()
+    seen: set[tuple[tuple[str, str], ...]] = set()
     for v in victims:
-        labels = _victim_labels(v.identity)
-        if tuple(labels) in seen:  # one series per victim identity
+        labels = v.identity.series_labels(ambiguous)
+        key = tuple(sorted(labels.items()))
+        if key in seen:  # one series per victim identity
             continue
-        seen.add(tuple(labels))
+        seen.add(key)
         if v.runq is not None:
-            hist.add_metric(labels, cumulative_buckets(v.runq.counts, bounds_s), v.runq.sum_s)
-            wait.add_metric(labels, v.runq.sum_s)
+            buckets = cumulative_buckets(v.runq.counts, bounds_s)
+            add_histogram(hist, labels, buckets, v.runq.sum_s)
         windows.append(v.blame_window_s)
         for b in blame_shares(v.blame_window_s, identities, top_k, root_ids):
-            c = b.culprit.labels()
-            share.add_metric([*labels, *(c[k] for k in CULPRIT_LABELS)], b.share)
-    families += [hist, wait, share]
+            add(share, {**labels, **b.culprit.labels(ambiguous)}, b.share)
+    families += [hist, share]
 
     ratio = unknown_blame_ratio(windows, identities, root_ids)
     unknown = GaugeMetricFamily(

@@ -43,6 +43,7 @@ from prometheus_client.core import Metric
 
 from ..findings.aggregates import identities
 from ..findings.model import Finding
+from ..identity import Names, ambiguous_names
 from ..probe.blame import DEFAULT_TOP_K
 from ..sampler.snapshot import CollectorStatus, Snapshot
 from ..window.model import CulpritKey, Window
@@ -79,6 +80,7 @@ class PassResult:
     evaluation: CollectorStatus  # the findings evaluation of this pass
     window_minutes: int
     top_k: int = DEFAULT_TOP_K
+    collectors: frozenset[str] = frozenset()  # optional families (OPTIONAL_COLLECTORS)
 
     @property
     def at(self) -> float:
@@ -109,11 +111,13 @@ def pass_families(result: PassResult, extra: Sequence[ExtraFamilies] = ()) -> li
     snap = result.snapshot
     out: list[Metric] = [build_info()]
     ok = True
+    # names two tracked cgroups share in this pass: both keep their path label
+    ambiguous = ambiguous_names(c.identity for c in snap.containers)
     parts: list[Callable[[], Iterable[Metric]]] = [
         lambda: node_families(snap),
-        lambda: container_families(snap),
-        lambda: _probe_families(result),
-        lambda: finding_families(result.findings, result.at),
+        lambda: container_families(snap, result.collectors),
+        lambda: _probe_families(result, ambiguous),
+        lambda: finding_families(result.findings, result.at, ambiguous),
         *extra,
     ]
     for part in parts:
@@ -129,7 +133,7 @@ def pass_families(result: PassResult, extra: Sequence[ExtraFamilies] = ()) -> li
     return out
 
 
-def _probe_families(result: PassResult) -> list[Metric]:
+def _probe_families(result: PassResult, ambiguous: frozenset[Names]) -> list[Metric]:
     snap, probe = result.snapshot, result.snapshot.probe
     if probe is None:
         return []
@@ -142,7 +146,14 @@ def _probe_families(result: PassResult) -> list[Metric]:
         for c in snap.containers
     ]
     names = identities(result.window) if result.window is not None else {}
-    return build_probe_families(victims, names, probe.status, probe.totals, top_k=result.top_k)
+    return build_probe_families(
+        victims,
+        names,
+        probe.status,
+        probe.totals,
+        top_k=result.top_k,
+        ambiguous=ambiguous,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -194,6 +194,7 @@ class KubeIdentityResolver:
             container=name,
             pod_uid=pod.uid,
             container_id=base.container_id,
+            runtime=base.runtime,
             qos=pod.qos or base.qos,
             cpu_request_cores=c.cpu_request_cores if c else None,
             cpu_limit_cores=c.cpu_limit_cores if c else None,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ..cgroupfs.discovery import CgroupKind
-from ..identity import Identity
+from ..identity import Identity, Names
 from ..window.model import CULPRIT_IDLE, CULPRIT_UNATTRIBUTED, CulpritKey
 
 # The cgroup v2 root always has id 1 (kernfs root inode): kernel threads live there.
@@ -39,14 +39,24 @@ class NamedCulprit:
 
     kind: CulpritKind
     culprit: str  # one human name: ns/pod/container, pod:<uid8>, a unit path, ...
-    cgroup: str = ""  # cgroup path (joins the culprit's own series on `cgroup`)
+    cgroup: str = ""  # cgroup path (its series' label until a metadata source names it)
     namespace: str = ""
     pod: str = ""
     container: str = ""
 
-    def labels(self) -> dict[str, str]:
-        values = (str(self.kind), self.culprit, self.cgroup, self.namespace, self.pod)
-        return dict(zip(CULPRIT_LABELS, (*values, self.container), strict=True))
+    def labels(self, ambiguous: frozenset[Names] = frozenset()) -> dict[str, str]:
+        """``culprit_kind``, ``culprit`` and the culprit's own identity labels, prefixed
+        (its names, or its cgroup path: what its series carry, so PromQL joins them),
+        none of them empty."""
+        out = {"culprit_kind": str(self.kind), "culprit": self.culprit}
+        names = (self.namespace, self.pod, self.container)
+        if self.cgroup and (not self.pod or names in ambiguous):
+            out["culprit_cgroup"] = self.cgroup
+        if self.pod:
+            for k, v in zip(CULPRIT_LABELS[3:], names, strict=True):
+                if v:
+                    out[k] = v
+        return out
 
 
 IDLE = NamedCulprit(CulpritKind.IDLE, "idle")

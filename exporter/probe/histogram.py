@@ -17,24 +17,12 @@ import itertools
 import math
 from collections.abc import Sequence
 
-# Finite upper bounds in seconds (ascending). 0.02 and 0.2 are decision thresholds.
-RUNQ_BOUNDS_S: tuple[float, ...] = (
-    0.0001,
-    0.00025,
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.02,
-    0.05,
-    0.1,
-    0.2,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-)
+# Finite upper bounds in seconds (ascending). 0.02 and 0.2 are the decision thresholds
+# (runqP99Ms, criticalRunqP99Ms); 5 ms below them separates a healthy run queue from a
+# slow one, 50 ms halves the decade between them, and a wait above 1 s, the overflow
+# bucket, always counts as a stall. Five bounds keep a victim's histogram at 8 series
+# (docs/metrics.md, "Cardinality"): every threshold must be one of them.
+RUNQ_BOUNDS_S: tuple[float, ...] = (0.005, 0.02, 0.05, 0.2, 1.0)
 RUNQ_SLOTS = len(RUNQ_BOUNDS_S) + 1  # + the overflow bucket
 INF_LE = "+Inf"
 

@@ -34,6 +34,7 @@ import yaml
 from .. import promql as pq
 from ..findings.model import NAMEABLE_CULPRIT_KINDS, Kind
 from ..findings.thresholds import Thresholds, duration_ms
+from ..identity import IDENTITY_LABELS
 from ..probe.histogram import RUNQ_BOUNDS_S, le_label
 from ..promql import num
 from . import health, inhibit
@@ -177,7 +178,7 @@ def _flag(expr: str) -> str:
 def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
     q = RuleTerms(th)
     w = q.w
-    cgroup_on = q.on("cgroup")
+    cgroup_on = q.on(*IDENTITY_LABELS)
     nameable = f'culprit_kind=~"{"|".join(NAMEABLE_CULPRIT_KINDS)}"'
 
     def rl(name: str, expr: str) -> dict[str, Any]:
@@ -248,13 +249,12 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
         rl(
             R_BLAME_CULPRIT,
             f"({q.s(pq.BLAME_SHARE, nameable)} >= {num(th.blame_share)})\n"
-            # never the victim itself: drop rows whose culprit_cgroup equals their cgroup
-            f"unless {q.on('cgroup', 'culprit_cgroup')}\n"
-            f'label_replace({q.s(pq.USAGE)}, "culprit_cgroup", "$1", "cgroup", "(.*)")\n'
+            # never the victim itself: drop rows whose culprit is their own cgroup
+            f"unless {q.on(*IDENTITY_LABELS, *CULPRIT_IDENTITY)}\n"
+            f"{expr_culprit_labels(q.s(pq.USAGE))}\n"
             # a culprit at or below its own request is entitled to the CPU
-            f"unless {q.on('culprit_cgroup')}\n"
-            f"label_replace({usage} <= {cgroup_on} group_left()"
-            f' {q.s(pq.CPU_REQUEST)}, "culprit_cgroup", "$1", "cgroup", "(.*)")',
+            f"unless {q.on(*CULPRIT_IDENTITY)}\n"
+            + expr_culprit_labels(f"{usage} <= {cgroup_on} group_left() {q.s(pq.CPU_REQUEST)}"),
         ),
         rl(
             R_MEM_PRESSURE,
@@ -279,9 +279,15 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
     ]
 
 
+# A culprit's identity labels on blame series: its own series' labels, prefixed.
+CULPRIT_IDENTITY = tuple(f"culprit_{lab}" for lab in IDENTITY_LABELS)
+
+
 def expr_culprit_labels(expr: str) -> str:
+    """``expr`` with its identity labels copied to ``culprit_<label>`` (an absent one
+    stays absent), to join a culprit's own series with the blame shares naming it."""
     out = expr
-    for lab in ("cgroup", "namespace", "pod", "container"):
+    for lab in IDENTITY_LABELS:
         out = f'label_replace({out}, "culprit_{lab}", "$1", "{lab}", "(.*)")'
     return out
 
@@ -300,8 +306,8 @@ MEM_CULPRIT_T = (
 
 def _query_t(th: Thresholds, record: str, fmt: str) -> str:
     """A description fragment: the victim's value of a recording rule, or n/a."""
-    sel = ",".join(f"{lab}=%q" for lab in (*th.join_labels, "cgroup"))
-    args = " ".join(f"$labels.{lab}" for lab in (*th.join_labels, "cgroup"))
+    sel = ",".join(f"{lab}=%q" for lab in (*th.join_labels, *IDENTITY_LABELS))
+    args = " ".join(f"$labels.{lab}" for lab in (*th.join_labels, *IDENTITY_LABELS))
     return (
         f'{{{{ with printf "{record}{{{sel}}}" {args} | query }}}}'
         f"{{{{ . | first | value | {fmt} }}}}{{{{ else }}}}n/a{{{{ end }}}}"
@@ -345,7 +351,8 @@ def descriptions(th: Thresholds) -> dict[Kind, str]:
         Kind.MEMORY_PRESSURE: (
             f"{VICTIM_T} is stalled on memory (memory pressure some {mem} in the latest "
             f"minute) while the node is under memory pressure ({node_mem}). "
-            f"{{{{ if $labels.culprit_cgroup }}}}Heuristic culprit: {MEM_CULPRIT_T}, "
+            "{{ if or $labels.culprit_pod $labels.culprit_cgroup }}Heuristic culprit: "
+            f"{MEM_CULPRIT_T}, "
             "{{ $value | humanizePercentage }} of the node's memory beyond requests."
             "{{ else }}No single container dominates the node's memory beyond requests."
             "{{ end }}"
@@ -360,9 +367,9 @@ def descriptions(th: Thresholds) -> dict[Kind, str]:
 
 def alert_rules(th: Thresholds) -> list[dict[str, Any]]:
     q = RuleTerms(th)
-    on_v = q.on("cgroup")
+    on_v = q.on(*IDENTITY_LABELS)
     desc = descriptions(th)
-    mem_labels = "culprit_cgroup, culprit_namespace, culprit_pod, culprit_container"
+    mem_labels = ", ".join(CULPRIT_IDENTITY)
 
     nn = f"{R_BLAME_CULPRIT} and {on_v} {R_CPU_VICTIM}"
     contended = f"{R_CPU_VICTIM} unless {on_v} {R_BLAME_CULPRIT}"

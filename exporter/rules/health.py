@@ -115,10 +115,10 @@ def health_rules(th: Thresholds) -> list[dict[str, Any]]:
             PROBE_MAP_FAILURES,
             f"{pq.rate(pq.PROBE_MAP_FAILURES, '5m', *m)} > 0",
             th.probe_map_failures_for,
-            f"The scheduler probe on {TARGET_T} failed "
-            "{{ $value | humanize }} inserts per second into its {{ $labels.map }} map "
-            f"over the last {th.probe_map_failures_for}: the map is full and run-queue "
-            "waits or culprits are lost, so blame shares are understated.",
+            f"The scheduler probe on {TARGET_T} has been failing inserts into its "
+            f"{{{{ $labels.map }}}} map for {th.probe_map_failures_for} (now "
+            "{{ $value | humanize }} a second): the map is full, run-queue waits or "
+            "culprits are lost, and blame shares are understated.",
         ),
         rule(
             UNKNOWN_BLAME,

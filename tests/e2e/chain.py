@@ -144,13 +144,22 @@ class Webhook:
         self.server.server_close()
 
 
+def container_of(labels: Mapping[str, str], prefix: str = "") -> str | None:
+    """The container a series or alert names (``prefix="culprit_"``: its culprit):
+    ``namespace/pod/container`` once named, else its cgroup path (docs/metrics.md)."""
+    if labels.get(prefix + "pod"):
+        return "/".join(labels.get(prefix + k, "") for k in ("namespace", "pod", "container"))
+    return labels.get(prefix + "cgroup") or None
+
+
 def alert_key(labels: Mapping[str, str]) -> tuple[str, str, str, str | None]:
-    """``(alertname, severity, victim cgroup, culprit cgroup or None)``."""
+    """``(alertname, severity, victim, culprit or None)``, containers as
+    :func:`container_of` names them."""
     return (
         labels.get("alertname", ""),
         labels.get("severity", ""),
-        labels.get("cgroup", ""),
-        labels.get("culprit_cgroup") or None,
+        container_of(labels) or "",
+        container_of(labels, "culprit_"),
     )
 
 

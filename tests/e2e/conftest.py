@@ -44,6 +44,7 @@ from tests.e2e.chain import (
     RULE_EVAL_INTERVAL,
     Chain,
     ChainError,
+    container_of,
     missing_binaries,
     prepare_rule_file,
 )
@@ -209,21 +210,21 @@ def _monitor(e2e: E2E, stop: threading.Event) -> None:
                 ]
             if w.matched_at is not None and w.dashboards is None and w.run.stalled:
                 firing = {
-                    a["labels"].get("cgroup")
+                    container_of(a["labels"])
                     for a in e2e.chain.firing_alerts()
                     if a["labels"].get("job") == f"replay-{name}"
                 }
                 gauge = {
-                    r["metric"].get("cgroup")
+                    container_of(r["metric"])
                     for r in e2e.chain.query(f'contention_finding{{job="replay-{name}"}}')
                 }
-                victims = {w.lab.cgroup_path(e.victim) for e in w.lab.expect}
+                victims = {w.lab.ref(e.victim) for e in w.lab.expect}
                 if victims <= firing and victims <= gauge:
                     has, errors, texts = run_dashboards(e2e.chain, e2e.thresholds)
                     w.dashboards = has
                     w.dashboard_errors = errors
                     e2e.record_coverage(has)
-                    victim = w.lab.cgroup_path(w.lab.expect[0].victim)
+                    victim = w.lab.ref(w.lab.expect[0].victim)  # the panels' `victim`
                     for title in REPLAY_CONCERNS.get(name, ()):
                         w.concerned[title] = any(
                             victim in t for (_, tt, _), t in texts.items() if tt.startswith(title)

@@ -4,9 +4,9 @@ Alertmanager → webhook, plus the replayed memory labs through the same chain.
 For each real-kernel lab (run one after another on the shared chain of conftest.py):
 
 * the **exact** alerts arrive at the webhook — name, severity, the victim's labels
-  (``cgroup``, ``namespace``, ``pod``, ``container``, ``instance``, ``job``) and the
-  culprit's labels — and Prometheus fires nothing else for the lab's containers while
-  the lab runs;
+  (``namespace``, ``pod``, ``container`` from the labs' metadata file, ``instance``,
+  ``job``) and the culprit's labels — and Prometheus fires nothing else for the lab's
+  containers while the lab runs;
 * ``/findings`` holds the same findings (kind, victim, culprit, severity);
 * every dashboard panel query runs without error, and the panels the lab concerns show
   its victim;
@@ -46,7 +46,7 @@ from labs.scenarios import (
     finding_key,
     get_lab,
 )
-from tests.e2e.chain import ChainError, alert_key, alert_states, wait_until
+from tests.e2e.chain import ChainError, alert_key, alert_states, container_of, wait_until
 from tests.e2e.conftest import (
     ALERT_LABELS,
     E2E,
@@ -65,7 +65,7 @@ HOST_BUSY_CORES = 0.5  # above this, CPU used outside the lab is reported with a
 ALERT_OF = {str(k): v for k, v in ALERT_NAMES.items()}
 
 # Panels (title prefixes: titles name the window) whose result must show the lab's
-# victim (by cgroup path) while the lab runs.
+# victim (by its namespace/pod/container name) while the lab runs.
 CONCERNS: dict[str, tuple[str, ...]] = {
     "throttled": (
         "Active findings for this selection",
@@ -125,7 +125,6 @@ def _alert_labels(e: Expect, lab: Lab | ReplayLab, instance: str, job: str) -> d
         "severity": e.severity,
         "finding": e.kind,
         **ALERT_LABELS,
-        "cgroup": lab.cgroup_path(e.victim),
         "namespace": LAB_NAMESPACE,
         "pod": lab.pod(e.victim),
         "container": LAB_CONTAINER,
@@ -144,15 +143,11 @@ def expected_alerts(e2e: E2E, lab: Lab, run: LabRun) -> list[dict[str, str]]:
     return out
 
 
-def _want_labels(e2e: E2E, lab: Lab) -> list[dict[str, str]]:
-    """The expected alerts' key labels (alertname, severity, cgroup, culprit_cgroup)."""
+def _want_labels(e2e: E2E, lab: Lab) -> list[tuple[str, str, str, str | None]]:
+    """The expected alerts' keys (alertname, severity, victim, culprit): containers by
+    name, as their series and alerts carry them."""
     return [
-        {
-            "alertname": ALERT_OF[e.kind],
-            "severity": e.severity,
-            "cgroup": lab.cgroup_path(e.victim),
-            **({} if e.culprit is None else {"culprit_cgroup": lab.cgroup_path(e.culprit)}),
-        }
+        (ALERT_OF[e.kind], e.severity, lab.ref(e.victim), e.culprit and lab.ref(e.culprit))
         for e in lab.expect
     ]
 
@@ -165,6 +160,15 @@ def _lab_paths(lab: Lab) -> set[str]:
     return {lab.cgroup_path(b.role) for b in lab.boxes}
 
 
+def _lab_refs(lab: Lab | ReplayLab) -> set[str]:
+    """The lab's containers as alerts name them (namespace/pod/container)."""
+    return {lab.ref(b.role) for b in lab.boxes}
+
+
+def _ours(labels: Mapping[str, str], refs: set[str]) -> bool:
+    return container_of(labels) in refs
+
+
 # --- observations ------------------------------------------------------------------------
 
 
@@ -173,7 +177,7 @@ def _prom_numbers(e2e: E2E, lab: Lab) -> dict[str, Any]:
     w = f"{e2e.thresholds.window_minutes}m"
     out: dict[str, Any] = {}
     for b in lab.boxes:
-        sel = f'cgroup="{lab.cgroup_path(b.role)}",job="node"'
+        sel = f'namespace="{LAB_NAMESPACE}",pod="{lab.pod(b.role)}",job="node"'
         q = {
             "usage_cores_1m": f"rate(contention_cpu_usage_seconds_total{{{sel}}}[1m])",
             "psi_some_1m": f"rate(contention_cpu_pressure_waiting_seconds_total{{{sel}}}[1m])",
@@ -195,9 +199,9 @@ def _prom_numbers(e2e: E2E, lab: Lab) -> dict[str, Any]:
             v = e2e.chain.value(expr)
             vals[name] = None if v is None or v != v else round(v, 4)
         vals["blame_share"] = {
-            # Keyed by the culprit's cgroup path (a stable handle on the lab's role,
-            # whatever names the metadata gives it); idle has none: its name then.
-            (r["metric"].get("culprit_cgroup") or r["metric"].get("culprit", "?")): round(
+            # Keyed by the culprit's name (namespace/pod/container for a lab
+            # container, a unit's path); idle has none: its `culprit` then.
+            (container_of(r["metric"], "culprit_") or r["metric"].get("culprit", "?")): round(
                 float(r["value"][1]), 3
             )
             for r in e2e.chain.query(f"max_over_time(contention_blame_share{{{sel}}}[30s])")
@@ -239,7 +243,8 @@ def test_1_lab(e2e: E2E, name: str) -> None:
     needs_probe = any(x.culprit is not None for x in lab.expect) or name == "noisy-neighbor"
     if needs_probe and not e2e.probe_loaded:
         pytest.fail(f"the scheduler probe did not load ({e2e.probe_reason}): no blame")
-    paths = _lab_paths(lab)
+    paths = _lab_paths(lab)  # /findings rows carry the path
+    refs = _lab_refs(lab)  # alerts and series carry the names
     webhook = e2e.chain.webhook
     t0 = time.time()
     run = LabRun(lab, seconds=LAB_TIMEOUT + 60, metadata=e2e.metadata, layout=e2e.layout)
@@ -260,12 +265,10 @@ def test_1_lab(e2e: E2E, name: str) -> None:
         state: dict[str, Any] = {}
 
         def agreed() -> bool:
-            notes = [n for n in webhook.snapshot() if n.labels.get("cgroup") in paths]
+            notes = [n for n in webhook.snapshot() if _ours(n.labels, refs)]
             states = alert_states([n for n in notes if n.received >= t0])
             firing = [dict(k) for k, st in states.items() if st == "firing"]
-            prom = [
-                a["labels"] for a in e2e.chain.firing_alerts() if a["labels"].get("cgroup") in paths
-            ]
+            prom = [a["labels"] for a in e2e.chain.firing_alerts() if _ours(a["labels"], refs)]
             doc = _findings_doc(e2e)
             rows = _lab_findings(doc, paths)
             state.update(firing=firing, prom=prom, findings=rows, doc=doc)
@@ -274,10 +277,10 @@ def test_1_lab(e2e: E2E, name: str) -> None:
             got_findings = {finding_key(f) for f in rows}
             # ... and Prometheus has scraped the exporter's contention_finding for them.
             gauge = {
-                (r["metric"].get("kind"), r["metric"].get("cgroup"))
+                (r["metric"].get("kind"), container_of(r["metric"]))
                 for r in e2e.chain.query('contention_finding{job="node"}')
             }
-            gauge_ok = {(k[0], k[1]) for k in want_findings} <= gauge
+            gauge_ok = {(e.kind, lab.ref(e.victim)) for e in lab.expect} <= gauge
             labels_ok = all(
                 any(all(a.get(k) == v for k, v in w.items()) for a in firing) for w in want
             )
@@ -368,7 +371,7 @@ def test_1_lab(e2e: E2E, name: str) -> None:
     notes = [
         n
         for n in webhook.snapshot()
-        if n.labels.get("cgroup") in paths and t0 <= n.received <= matched and n.status == "firing"
+        if _ours(n.labels, refs) and t0 <= n.received <= matched and n.status == "firing"
     ]
     wrong = [
         {"after_s": round(n.received - t0, 1), **dict(n.labels)}
@@ -386,14 +389,14 @@ def test_1_lab(e2e: E2E, name: str) -> None:
         assert n.annotations.get("runbook_url") == f"{RUNBOOK_URL}#{anchor}", n
     assert not errors, f"dashboard queries failed during lab {name}:\n" + "\n".join(errors)
     for title in CONCERNS[name]:
-        victim = lab.cgroup_path(lab.expect[0].victim)
+        victim = lab.ref(lab.expect[0].victim)  # the panels' `victim` label
         shown = any(victim in t for (_, tt, _), t in texts.items() if tt.startswith(title))
         assert shown, f"lab {name}: panel {title!r} shows no data for {victim}"
     for check in lab.checks:
         _kernel_check(name, check, observed)
 
 
-TRANSIENT_LABELS = ("alertname", "severity", "cgroup", "culprit_cgroup")
+TRANSIENT_LABELS = ("alertname", "severity", "pod", "culprit_pod", "culprit")
 
 # Decay after a lab's workloads stop (see docs/labs.md, "After a lab ends"): the rules
 # take the severity and the stall from the latest minutes but the throttled ratio and
@@ -409,11 +412,11 @@ def _decay_transient(labels: Mapping[str, str], lab: Lab) -> bool:
     """An expected victim's alert on its way down from the expected one: the same kind
     at another severity, or cpu-contended once the culprit no longer qualifies."""
     for e in lab.expect:
-        if labels.get("cgroup") != lab.cgroup_path(e.victim):
+        if container_of(labels) != lab.ref(e.victim):
             continue
-        same_kind = labels.get("alertname") == ALERT_OF[e.kind] and (
-            labels.get("culprit_cgroup") or None
-        ) == (None if e.culprit is None else lab.cgroup_path(e.culprit))
+        same_kind = labels.get("alertname") == ALERT_OF[e.kind] and container_of(
+            labels, "culprit_"
+        ) == (None if e.culprit is None else lab.ref(e.culprit))
         contended_after = (
             e.kind in ("noisy-neighbor", "cpu-contended")
             and labels.get("alertname") == ALERT_OF["cpu-contended"]
@@ -463,7 +466,6 @@ def test_2_replayed_memory_lab(e2e: E2E, name: str) -> None:
         labels = _alert_labels(e, lab, instance, job)
         if e.culprit is not None:
             labels.update(
-                culprit_cgroup=lab.cgroup_path(e.culprit),
                 culprit_namespace=LAB_NAMESPACE,
                 culprit_pod=lab.pod(e.culprit),
                 culprit_container=LAB_CONTAINER,
@@ -563,15 +565,16 @@ def test_3_everything_resolves(e2e: E2E) -> None:
     if not e2e.stopped:
         pytest.skip("no real-kernel lab ran in this session")
     all_paths = {LABS[n].cgroup_path(b.role) for n in e2e.stopped for b in LABS[n].boxes}
+    all_refs = {LABS[n].ref(b.role) for n in e2e.stopped for b in LABS[n].boxes}
     webhook = e2e.chain.webhook
     resolve_by = max(e2e.stopped.values()) + e2e.thresholds.window_minutes * 60 + 120
 
     def ours() -> list[Any]:
-        return [n for n in webhook.snapshot() if n.labels.get("cgroup") in all_paths]
+        return [n for n in webhook.snapshot() if _ours(n.labels, all_refs)]
 
     def done() -> bool:
         states = alert_states(ours())
-        prom = [a for a in e2e.chain.firing_alerts() if a["labels"].get("cgroup") in all_paths]
+        prom = [a for a in e2e.chain.firing_alerts() if _ours(a["labels"], all_refs)]
         rows = _lab_findings(_findings_doc(e2e), all_paths)
         return all(st == "resolved" for st in states.values()) and not prom and not rows
 
@@ -586,16 +589,16 @@ def test_3_everything_resolves(e2e: E2E) -> None:
     )
     for name, stopped in e2e.stopped.items():
         lab = LABS[name]
-        paths = _lab_paths(lab)
+        refs = _lab_refs(lab)
         after = [
             n
             for n in ours()
-            if n.labels.get("cgroup") in paths and n.status == "firing" and n.received > stopped
+            if _ours(n.labels, refs) and n.status == "firing" and n.received > stopped
         ]
         wrong, decay = [], []
         for n in after:
             if _decay_transient(n.labels, lab):  # the expected alert or its decay
-                if _key_of(n.labels) not in {_key_of(w) for w in _want_labels(e2e, lab)}:
+                if _key_of(n.labels) not in set(_want_labels(e2e, lab)):
                     decay.append(
                         {
                             "after_stop_s": round(n.received - stopped, 1),

@@ -29,7 +29,9 @@ PERIODS = "contention_cpu_cfs_periods_total"
 THROTTLED = "contention_cpu_cfs_throttled_periods_total"
 THROTTLED_S = "contention_cpu_cfs_throttled_seconds_total"
 WAITING = "contention_cpu_pressure_waiting_seconds_total"
-LIMIT = "contention_cpu_limit_cores"
+# The CPU limit: the entitlement whose basis is the limit (the limit gauge itself is
+# optional: --collector.cpu_spec).
+ENTITLEMENT = "contention_cpu_entitlement_cores"
 INFO = "contention_cgroup_info"
 SKIPPED = "contention_sampler_skipped_cgroups_total"
 PASS_TS = "contention_sampler_last_pass_timestamp_seconds"
@@ -81,8 +83,9 @@ def test_limited_container_is_throttled(exporter: ExporterProcess, make_lab: Mak
 
     info = first.select(INFO, cgroup=lab.path)
     assert len(info) == 1, f"{INFO} for {lab.path}: {info}"
-    assert info[0].labels.get("id") == str(lab.cgroup_id), "cgroup id is not the v2 inode"
-    assert first.value(LIMIT, cgroup=lab.path) == pytest.approx(0.2)
+    assert info[0].labels.get("cgroup_id") == str(lab.cgroup_id), "cgroup_id is not the v2 inode"
+    assert info[0].labels.get("id") == lab.path, "id is not the cgroup path (cAdvisor's id)"
+    assert first.value(ENTITLEMENT, cgroup=lab.path, basis="limit") == pytest.approx(0.2)
 
     s0, s1, elapsed = _window(exporter, lab.path, 4.0)
     cores = _delta(s0, s1, USAGE, lab.path) / elapsed
@@ -123,7 +126,9 @@ def test_unlimited_container_shows_pressure_not_throttling(
     # Loose on purpose: the lab cgroup competes with root-level tasks as one entity of
     # weight 1024, so anything else busy on the node takes a large share of the CPUs.
     assert cores >= 0.2, f"busy loops did not run: {summary}"
-    assert s1.value(LIMIT, cgroup=lab.path) is None, "an unlimited cgroup has a limit series"
+    assert (
+        s1.value(ENTITLEMENT, cgroup=lab.path, basis="limit") is None
+    ), "an unlimited cgroup's entitlement is its limit"
     for name in (THROTTLED, THROTTLED_S):
         v = s1.value(name, cgroup=lab.path)
         assert v in (None, 0.0), f"{name} = {v} for an unlimited cgroup: {summary}"

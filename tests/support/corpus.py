@@ -67,9 +67,9 @@ JOB = "contention-exporter"
 # of the rule pack's options add e.g. a cluster label, or scrape under another job).
 TARGET = {"instance": INSTANCE, "job": JOB}
 UNKNOWN_ID = 999_999  # a cgroup id nobody can classify
-SLOT_FAST = RUNQ_BOUNDS_S.index(0.001)
+SLOT_FAST = RUNQ_BOUNDS_S.index(0.005)
 SLOT_20_200 = RUNQ_BOUNDS_S.index(0.05)
-SLOT_200_5S = RUNQ_BOUNDS_S.index(1.0)
+SLOT_200_TOP = RUNQ_BOUNDS_S.index(1.0)
 
 _SERIES_KEYS = {
     "cpu_usage_s",
@@ -226,11 +226,8 @@ class Scenario:
         target_pairs = sorted(target.items())
 
         def labels(ident: Identity, **extra: str) -> str:
-            pairs = [("cgroup", ident.cgroup)]
-            pairs += [("namespace", ident.namespace), ("pod", ident.pod)]
-            pairs += [("container", ident.container)]
-            pairs += target_pairs
-            pairs += list(extra.items())
+            # the identity labels the exporter gives the series (names, else the path)
+            pairs = [*ident.series_labels().items(), *target_pairs, *extra.items()]
             body = ",".join(f'{k}="{v}"' for k, v in pairs if v)
             return "{" + body + "}"
 
@@ -469,7 +466,7 @@ def parse_scenario(doc: dict[str, Any], source: str = "scenario") -> Scenario:  
                 slots = [0] * (len(RUNQ_BOUNDS_S) + 1)
                 slots[SLOT_FAST] = ev - o20
                 slots[SLOT_20_200] = o20 - o200
-                slots[SLOT_200_5S] = o200 - ovf
+                slots[SLOT_200_TOP] = o200 - ovf
                 slots[-1] = ovf
                 rows.append(slots)
             runq[name] = rows

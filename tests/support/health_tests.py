@@ -25,29 +25,9 @@ from exporter.rules import health
 from exporter.rules.health import health_rules
 
 from .corpus import TARGET
+from .gotemplate import humanize, humanize_duration, humanize_percentage
 
 OTHER = {"instance": "node-b:10366", "job": TARGET["job"]}
-
-
-def humanize(v: float) -> str:
-    """Prometheus's ``humanize``: SI prefixes, 4 significant digits."""
-    if v == 0 or math.isnan(v) or math.isinf(v):
-        return f"{v:.4g}"
-    if abs(v) >= 1:
-        prefix = ""
-        for p in ("k", "M", "G", "T", "P", "E", "Z", "Y"):
-            if abs(v) < 1000:
-                break
-            prefix = p
-            v /= 1000
-        return f"{v:.4g}{prefix}"
-    prefix = ""
-    for p in ("m", "u", "n", "p", "f", "a", "z", "y"):
-        if abs(v) >= 1:
-            break
-        prefix = p
-        v *= 1000
-    return f"{v:.4g}{prefix}"
 
 
 _TEMPLATE = re.compile(r"\{\{ (\$labels\.(\w+)|\$value \| (\w+)|\$value) \}\}")
@@ -55,8 +35,6 @@ _TEMPLATE = re.compile(r"\{\{ (\$labels\.(\w+)|\$value \| (\w+)|\$value) \}\}")
 
 def render_annotation(text: str, labels: Mapping[str, str], value: float) -> str:
     """The alert annotation templates the health group uses, filled as Prometheus does."""
-    from .promtool_tests import humanize_duration, humanize_percentage
-
     funcs = {
         "humanize": humanize,
         "humanizeDuration": humanize_duration,

@@ -30,6 +30,7 @@ from exporter.rules.generator import ALERT_NAMES, HEADER, SUMMARIES
 from exporter.rules.promtool import PromtoolResult, run_promtool
 
 from .corpus import TARGET, Scenario, ScenarioError, load_corpus
+from .gotemplate import humanize_duration, humanize_percentage
 from .health_tests import render_health_tests
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,49 +42,6 @@ COMMAND = "python -m tests.support.promtool_tests"
 
 def unit_test_rules(*paths: str | Path) -> PromtoolResult:
     return run_promtool("test", "rules", *map(str, paths))
-
-
-# -- Go template helpers, as Prometheus renders annotations ------------------------------
-
-
-def go_g4(v: float) -> str:
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    return f"{v:.4g}"
-
-
-def humanize_percentage(v: float) -> str:
-    return go_g4(v * 100) + "%"
-
-
-def humanize_duration(v: float) -> str:
-    if math.isnan(v) or math.isinf(v):
-        return go_g4(v)
-    if v == 0:
-        return f"{v:.4g}s"
-    if abs(v) >= 1:
-        sign = "-" if v < 0 else ""
-        v = abs(v)
-        secs = int(v) % 60
-        mins = (int(v) // 60) % 60
-        hours = (int(v) // 3600) % 24
-        days = int(v) // 86400
-        if days:
-            return f"{sign}{days}d {hours}h {mins}m {secs}s"
-        if hours:
-            return f"{sign}{hours}h {mins}m {secs}s"
-        if mins:
-            return f"{sign}{mins}m {secs}s"
-        return f"{sign}{v:.4g}s"
-    prefix = ""
-    for p in ("m", "u", "n", "p", "f", "a", "z", "y"):
-        if abs(v) >= 1:
-            break
-        prefix = p
-        v *= 1000
-    return f"{v:.4g}{prefix}s"
 
 
 def histogram_quantile(q: float, cum_rates: list[tuple[float, float]]) -> float:
@@ -113,25 +71,22 @@ def histogram_quantile(q: float, cum_rates: list[tuple[float, float]]) -> float:
 
 
 def alert_labels(f: Finding, th: Thresholds, target: Mapping[str, str] = TARGET) -> dict[str, str]:
-    v = f.victim.identity
+    """The labels of the alert for ``f``: the victim's series labels (names, else its
+    cgroup path), and the culprit's own series labels prefixed ``culprit_``."""
     labels = {
         "severity": f.severity.value,
         "finding": f.kind.value,
         **target,
         **dict(th.alert_labels),
-        "cgroup": v.cgroup,
-        "namespace": v.namespace,
-        "pod": v.pod,
-        "container": v.container,
+        **f.victim.identity.series_labels(),
     }
     c = f.culprit
     if c is not None:
         ci = c.identity
-        labels.update(culprit_cgroup=ci.cgroup)
-        if c.kind == "pod":  # the probe labels only pods with namespace/pod/container
-            labels.update(
-                culprit_namespace=ci.namespace, culprit_pod=ci.pod, culprit_container=ci.container
-            )
+        if c.kind == "pod" or not ci.names:  # the probe names pods, else the path
+            labels.update((f"culprit_{k}", v) for k, v in ci.series_labels().items())
+        else:
+            labels["culprit_cgroup"] = ci.cgroup
         if f.kind is Kind.NOISY_NEIGHBOR:
             labels.update(culprit_kind=c.kind, culprit=c.ref)
     return {k: val for k, val in labels.items() if val}

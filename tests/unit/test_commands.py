@@ -89,6 +89,24 @@ def test_probe_loader_flags_reach_the_probe_settings() -> None:
         ProbeConfig(loader="ebpf")
 
 
+def test_optional_collectors_are_off_unless_asked_for() -> None:
+    """--collector.<name> / --no-collector.<name>, node_exporter's flags, for the
+    families cAdvisor and kube-state-metrics already export (docs/metrics.md)."""
+    from exporter.exposition.containers import OPTIONAL_COLLECTORS
+
+    assert agent_config(build_parser().parse_args(["run"])).collectors == frozenset()
+    args = build_parser().parse_args(
+        ["run", "--collector.cpu_spec", "--collector.io_pressure", "--no-collector.io_pressure"]
+    )
+    assert agent_config(args).collectors == {"cpu_spec"}
+    every = [f"--collector.{n}" for n in OPTIONAL_COLLECTORS]
+    assert agent_config(build_parser().parse_args(["run", *every])).collectors == set(
+        OPTIONAL_COLLECTORS
+    )
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--collector.bogus"])
+
+
 def test_no_probe_is_news_not_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
     probe = open_probe(ProbeConfig(enabled=False))

@@ -297,7 +297,7 @@ def test_threshold_lines_follow_the_config(th: Thresholds) -> None:
             "throttledRatioMax": 0.15,
             "stallSome": 0.35,
             "runqP99Ms": 50,
-            "criticalRunqP99Ms": 500,
+            "criticalRunqP99Ms": 1000,
             "minRunqEvents": 70,
             "blameShare": 0.55,
             "criticalCpuFull": 0.2,
@@ -311,7 +311,7 @@ def test_threshold_lines_follow_the_config(th: Thresholds) -> None:
     ov, dd = m[OVERVIEW_UID], m[DRILLDOWN_UID]
     assert steps(panel(dd, "Throttled periods (10m window)")) == [0.15, 0.3]
     assert "[10m]" in panel(dd, "Throttled periods")["targets"][0]["expr"]
-    assert steps(panel(dd, "Run-queue p99")) == [0.05, 0.5]
+    assert steps(panel(dd, "Run-queue p99")) == [0.05, 1.0]
     assert steps(panel(dd, "CPU pressure some")) == [0.35]
     assert steps(panel(dd, "CPU pressure full")) == [0.2]
     assert steps(panel(dd, "Wakeups per minute")) == [70]
@@ -322,7 +322,7 @@ def test_threshold_lines_follow_the_config(th: Thresholds) -> None:
     assert steps(panel(dd, "Node memory pressure")) == [0.07]
     assert steps(panel(ov, "Node memory pressure")) == [0.07]
     assert steps(panel(ov, "Worst CPU pressure")) == [0.35]
-    assert steps(panel(ov, "Worst run-queue p99")) == [0.05, 0.5]
+    assert steps(panel(ov, "Worst run-queue p99")) == [0.05, 1.0]
     assert ">= 70" in panel(ov, "Worst run-queue p99")["targets"][0]["expr"]
     assert steps(panel(ov, "Worst CPU throttling (10m window)")) == [0.15, 0.3]
     # Lines are drawn on the time series that carry a threshold.
@@ -337,7 +337,7 @@ def test_threshold_lines_follow_the_config(th: Thresholds) -> None:
     got = [s["value"] for s in by_name["throttled (window)"]["thresholds"]["steps"][1:]]
     assert got == [0.15, 0.3]
     got = [s["value"] for s in by_name["run-queue p99 (1m)"]["thresholds"]["steps"][1:]]
-    assert got == [0.05, 0.5]
+    assert got == [0.05, 1.0]
 
 
 def test_default_thresholds_are_the_documented_ones(models: dict[str, dict[str, Any]]) -> None:

@@ -25,6 +25,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as om_gener
 from prometheus_client.process_collector import ProcessCollector
 
 from exporter.agent import Agent, AgentConfig
+from exporter.exposition.containers import OPTIONAL_COLLECTORS
 from exporter.exposition.text import render as fast_render
 from exporter.findings import load_thresholds
 from exporter.probe import ProbeConfig
@@ -44,22 +45,43 @@ _VOLATILE = [
 ]
 
 
-def agent_at(root: Path) -> Agent:
+# Golden variants beyond a fixture tree: (tree, metadata file, optional collectors).
+VARIANTS: dict[str, tuple[str, str | None, frozenset[str]]] = {
+    # two containers named like the Kubernetes API names them, every --collector.* on
+    "v2-systemd-named": (
+        "v2-systemd",
+        "v2-systemd-metadata.yaml",
+        frozenset(OPTIONAL_COLLECTORS),
+    ),
+}
+TREES = ["v2-systemd", "hybrid", "v1-only", "no-psi", "malformed", *VARIANTS]
+
+
+def agent_at(
+    root: Path, metadata: str | None = None, collectors: frozenset[str] = frozenset()
+) -> Agent:
     cfg = AgentConfig(
         sysfs=str(root / "sys"),
         procfs=str(root / "proc"),
         probe=ProbeConfig(enabled=False),
         process_metrics=False,
+        metadata_file=str(FIXTURES / metadata) if metadata else None,
+        collectors=collectors,
     )
     return Agent(cfg, load_thresholds())
 
 
+def _agent(tree: str) -> Agent:
+    base, metadata, collectors = VARIANTS.get(tree, (tree, None, frozenset()))
+    return agent_at(FIXTURES / base, metadata, collectors)
+
+
 def families(tree: str) -> list[Metric]:
-    return agent_at(FIXTURES / tree).run_pass(now=1_700_000_000.0).families()
+    return _agent(tree).run_pass(now=1_700_000_000.0).families()
 
 
 def render(tree: str) -> str:
-    pub = agent_at(FIXTURES / tree).run_pass(now=1_700_000_000.0)
+    pub = _agent(tree).run_pass(now=1_700_000_000.0)
     return pub.metrics(openmetrics=False, gzipped=False).body.decode()
 
 
@@ -71,7 +93,7 @@ class _Registry:
         return self.fams
 
 
-@pytest.mark.parametrize("tree", ["v2-systemd", "hybrid", "v1-only", "no-psi", "malformed"])
+@pytest.mark.parametrize("tree", TREES)
 def test_renderer_writes_what_prometheus_client_writes(tree: str) -> None:
     fams = families(tree)
     own = CollectorRegistry()
@@ -89,7 +111,7 @@ def normalise(text: str) -> str:
     return text
 
 
-@pytest.mark.parametrize("tree", ["v2-systemd", "hybrid", "v1-only", "no-psi", "malformed"])
+@pytest.mark.parametrize("tree", TREES)
 def test_golden_exposition(tree: str) -> None:
     got = normalise(render(tree))
     golden = GOLDEN / f"{tree}.prom"
@@ -100,7 +122,7 @@ def test_golden_exposition(tree: str) -> None:
     assert got == golden.read_text(), f"exposition differs from {golden}; see module docstring"
 
 
-@pytest.mark.parametrize("tree", ["v2-systemd", "hybrid"])
+@pytest.mark.parametrize("tree", ["v2-systemd", "hybrid", "v2-systemd-named"])
 def test_promtool_check_metrics(tree: str) -> None:
     promtool = shutil.which("promtool")
     if promtool is None:
@@ -149,3 +171,44 @@ def test_label_values_with_quotes_newlines_and_backslashes(tmp_path: Path) -> No
             [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_series_carry_the_names_or_the_path_never_both_never_empty() -> None:
+    """A named container's series carry namespace/pod/container (cAdvisor's and
+    kube-state-metrics' labels), an unnamed cgroup's its path; the path, inode, pod UID
+    and container ID are on contention_cgroup_info only; no label is sent empty."""
+    text = normalise(render("v2-systemd-named"))
+    per_cgroup = [x for x in text.splitlines() if re.search(r'[{,](cgroup|pod)="', x)]
+    assert per_cgroup and not [x for x in per_cgroup if '=""' in x]
+    named = 'container="app",namespace="shop",pod="api-7d9f8c6b5-x2k4q"'
+    usage = [x for x in text.splitlines() if x.startswith("contention_cpu_usage_seconds_total{")]
+    assert f"contention_cpu_usage_seconds_total{{{named}}}" in " ".join(
+        x.split(" ")[0] for x in usage
+    )
+    assert any(
+        x.startswith('contention_cpu_usage_seconds_total{cgroup="/system.slice/') for x in usage
+    )
+    (info,) = [
+        x
+        for x in text.splitlines()
+        if x.startswith("contention_cgroup_info{") and 'pod="api-7d9f8c6b5-x2k4q"' in x
+    ]
+    assert 'namespace="shop"' in info and 'container="app"' in info and "cgroup=" not in info
+    for label in (
+        'cgroup_id="<inode>"',
+        'id="/kubepods.slice/',
+        'uid="3f9d2a41-',
+        'qos="guaranteed"',
+    ):
+        assert label in info, label
+    assert 'container_id="containerd://82d09898' in info
+    assert "contention_cpu_limit_cores{" in text  # every collector on in this variant
+    assert 'event="oom_kill"' in text
+    default = render("v2-systemd")
+    for family in (
+        "contention_cpu_limit_cores",
+        "contention_memory_usage_bytes",
+        "contention_io_pressure",
+    ):
+        assert family not in default, family
+    assert 'event="oom_kill"' not in default and 'event="max"' in default

@@ -94,13 +94,14 @@ def test_core_knobs_carry_the_same_bounds() -> None:
 
 def test_slot_boundaries_are_inclusive_upper_bounds() -> None:
     i20 = RUNQ_BOUNDS_S.index(0.02)
+    first, top = RUNQ_BOUNDS_S[0], RUNQ_BOUNDS_S[-1]
     assert slot_for(0.0) == 0
-    assert slot_for(0.0001) == 0
-    assert slot_for(0.0001 + 1e-9) == 1
+    assert slot_for(first) == 0
+    assert slot_for(first + 1e-9) == 1
     assert slot_for(0.02) == i20
     assert slot_for(0.020000001) == i20 + 1
-    assert slot_for(5.0) == len(RUNQ_BOUNDS_S) - 1
-    assert slot_for(5.000000001) == len(RUNQ_BOUNDS_S)  # overflow
+    assert slot_for(top) == len(RUNQ_BOUNDS_S) - 1
+    assert slot_for(top + 1e-9) == len(RUNQ_BOUNDS_S)  # overflow
     assert slot_for(3600.0) == len(RUNQ_BOUNDS_S)
 
 
@@ -115,10 +116,18 @@ def test_cumulative_buckets_backfill_and_inf_last() -> None:
     assert [le for le, _ in out[:-1]] == [le_label(b) for b in RUNQ_BOUNDS_S]
     cum = [c for _, c in out]
     assert cum == sorted(cum)  # monotonic
-    assert dict(out)["0.01"] == 3  # backfilled: empty slots carry the running total
+    assert dict(out)["0.005"] == 3  # backfilled: empty slots carry the running total
     assert dict(out)["0.02"] == 5
-    assert dict(out)["5.0"] == 5  # the overflow event has no finite bucket
+    assert dict(out)["0.05"] == 5
+    assert dict(out)["1.0"] == 5  # the overflow event has no finite bucket
     assert le_label(1.0) == "1.0" and le_label(0.00025) == "0.00025"
+
+
+def test_the_bounds_keep_the_decision_thresholds_and_the_budget() -> None:
+    """0.02 and 0.2 are exact bounds (the findings' thresholds); five bounds keep a
+    victim's histogram at 8 series (docs/metrics.md, "Cardinality")."""
+    assert 0.02 in RUNQ_BOUNDS_S and 0.2 in RUNQ_BOUNDS_S
+    assert RUNQ_SLOTS + 2 == 8  # buckets with +Inf, _count, _sum
 
 
 def test_cumulative_buckets_validate() -> None:
@@ -151,11 +160,11 @@ def test_quantile_at_least_simple_cases() -> None:
 
 
 def test_quantile_at_least_empty_stretch_below_the_rank() -> None:
-    # 99 waits in the first bucket, one in the overflow; rank 99 is reached at 0.1 ms,
-    # so PromQL says p99 = 0.1 ms even though cumulative(0.02) == rank.
+    # 99 waits in the first bucket, one in the overflow; rank 99 is reached at the first
+    # bound (5 ms), so PromQL says p99 = 5 ms even though cumulative(0.02) == rank.
     counts = [0] * RUNQ_SLOTS
     counts[0], counts[-1] = 99, 1
-    assert prom_bucket_quantile(0.99, as_prom(counts)) == pytest.approx(0.0001)
+    assert prom_bucket_quantile(0.99, as_prom(counts)) == pytest.approx(RUNQ_BOUNDS_S[0])
     assert not quantile_at_least(counts, 0.99, 0.02)
 
 

@@ -65,15 +65,27 @@ def test_classify(key: CulpritKey, kind: CulpritKind, name: str) -> None:
 
 
 def test_pod_culprit_carries_join_labels() -> None:
+    """A culprit's labels are its own series' identity labels, prefixed: its names, or
+    its cgroup path while unnamed (or when its names are ambiguous in the pass)."""
     labels = classify_culprit(20, IDS).labels()
     assert labels == {
         "culprit_kind": "pod",
         "culprit": "batch/crunch-7/crunch",
-        "culprit_cgroup": BATCH.cgroup,
         "culprit_namespace": "batch",
         "culprit_pod": "crunch-7",
         "culprit_container": "crunch",
     }
+    assert {f"culprit_{k}": v for k, v in BATCH.series_labels().items()}.items() <= labels.items()
+    assert classify_culprit(30, IDS).labels() == {
+        "culprit_kind": "pod",
+        "culprit": "pod:abcdef12",
+        "culprit_cgroup": UNNAMED.cgroup,
+    }
+    assert classify_culprit(40, IDS).labels()["culprit_cgroup"] == KUBELET.cgroup
+    assert classify_culprit(1, IDS).labels()["culprit_cgroup"] == "/"
+    assert "culprit_cgroup" not in classify_culprit(CULPRIT_IDLE, IDS).labels()
+    ambiguous = frozenset({("batch", "crunch-7", "crunch")})
+    assert classify_culprit(20, IDS).labels(ambiguous)["culprit_cgroup"] == BATCH.cgroup
 
 
 def test_root_id_without_identity_is_the_kernel() -> None:
@@ -168,7 +180,7 @@ def test_families_exposition(tmp_path: Path) -> None:
     )
     text = expose(list(build_probe_families(victims, IDS, LOADED, totals, top_k=3)))
     got = samples(text)
-    web = {"cgroup": WEB.cgroup, "namespace": "shop", "pod": "web-1", "container": "web"}
+    web = {"namespace": "shop", "pod": "web-1", "container": "web"}  # named: no path
 
     def value(name: str, **labels: str) -> float:
         want = {**labels}
@@ -179,7 +191,10 @@ def test_families_exposition(tmp_path: Path) -> None:
     assert value("contention_runqueue_latency_seconds_bucket", **web, le="0.02") == 99
     assert value("contention_runqueue_latency_seconds_bucket", **web, le="+Inf") == 100
     assert value("contention_runqueue_latency_seconds_count", **web) == 100
-    assert value("contention_runqueue_wait_seconds_total", **web) == 7.5
+    assert value("contention_runqueue_latency_seconds_sum", **web) == 7.5  # the total wait
+    assert not [n for n, _, _ in got if n.startswith("contention_runqueue_wait")]
+    # the unnamed system unit is known by its path
+    assert all(lb.get("cgroup") != KUBELET.cgroup or "pod" not in lb for _, lb, _ in got)
     buckets = [lb for n, lb, _ in got if n == "contention_runqueue_latency_seconds_bucket"]
     assert len(buckets) == RUNQ_SLOTS  # every bound, backfilled; the other victim has none
     shares = [(lb, v) for n, lb, v in got if n == "contention_blame_share"]
@@ -190,7 +205,6 @@ def test_families_exposition(tmp_path: Path) -> None:
         **web,
         "culprit_kind": "pod",
         "culprit": "batch/crunch-7/crunch",
-        "culprit_cgroup": BATCH.cgroup,
         "culprit_namespace": "batch",
         "culprit_pod": "crunch-7",
         "culprit_container": "crunch",
@@ -228,3 +242,23 @@ def test_a_host_cgroup_named_by_metadata_is_a_pod_culprit() -> None:
     )
     unit = Identity(cgroup="/system.slice/cron.service", kind=CgroupKind.SYSTEM)
     assert classify_culprit(43, {43: unit}).kind is CulpritKind.SYSTEM
+
+
+def test_ambiguous_names_keep_their_path() -> None:
+    """Two tracked cgroups with the same names in a pass (a restart while the old cgroup
+    lingers) both keep their cgroup label: no two series collide."""
+    from dataclasses import replace
+
+    from exporter.identity import ambiguous_names
+
+    old = replace(WEB, cgroup=WEB.cgroup.replace("aa", "a0"))
+    amb = ambiguous_names([WEB, old, BATCH, KUBELET, UNNAMED])
+    assert amb == {("shop", "web-1", "web")}
+    h = RunqHistogram()
+    h.counts[0] = 1
+    victims = [VictimProbeData(WEB, h, {}), VictimProbeData(old, h.copy(), {})]
+    got = samples(expose(list(build_probe_families(victims, IDS, LOADED, None, ambiguous=amb))))
+    counts = {lb["cgroup"] for n, lb, _ in got if n.endswith("_count")}
+    assert counts == {WEB.cgroup, old.cgroup}
+    assert WEB.series_labels() == {"namespace": "shop", "pod": "web-1", "container": "web"}
+    assert KUBELET.series_labels() == {"cgroup": KUBELET.cgroup}

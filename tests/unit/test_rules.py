@@ -26,6 +26,7 @@ from exporter.rules.generator import (
     render_files,
     rule_groups,
 )
+from tests.support import gotemplate as gt
 from tests.support import promtool_tests as pt
 from tests.support.corpus import load_corpus
 from tests.support.promtool_tests import SCENARIOS, TEST_FILE
@@ -130,7 +131,7 @@ def test_thresholds_flow_into_the_promql() -> None:
     text = "\n".join(r["expr"] for r in rule_groups(custom)["groups"][0]["rules"])
     assert ">= 0.3" in text
     assert 'le="0.05"' in text
-    assert "on(node, cgroup)" in text
+    assert "on(node, cgroup, namespace, pod, container)" in text
     assert "on(instance" not in text
 
 
@@ -142,13 +143,16 @@ def test_promtool_missing_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_go_humanize_helpers() -> None:
-    assert pt.humanize_percentage(0.25) == "25%"
-    assert pt.humanize_percentage(0.123456) == "12.35%"
-    assert pt.humanize_duration(0.047) == "47ms"
-    assert pt.humanize_duration(0.0000125) == "12.5us"
-    assert pt.humanize_duration(5.0) == "5s"
-    assert pt.humanize_duration(75.0) == "1m 15s"
-    assert pt.humanize_duration(float("nan")) == "NaN"
+    assert gt.humanize_percentage(0.25) == "25%"
+    assert gt.humanize_percentage(0.123456) == "12.35%"
+    assert gt.humanize_duration(0.047) == "47ms"
+    assert gt.humanize_duration(0.0000125) == "12.5us"
+    assert gt.humanize_duration(5.0) == "5s"
+    assert gt.humanize_duration(75.0) == "1m 15s"
+    assert gt.humanize_duration(float("nan")) == "NaN"
+    from tests.support.gotemplate import humanize
+
+    assert humanize(0.1) == "100m" and humanize(1234.5) == "1.234k" and humanize(0) == "0"
 
 
 @needs_promtool
@@ -312,12 +316,13 @@ def test_scenario_errors(patch: dict[str, Any], needle: str) -> None:
 def test_a_cgroup_renamed_mid_window_keeps_the_rules_working(
     th: Thresholds, tmp_path: Path
 ) -> None:
-    """While the API names a new pod, its cgroup has two label sets in one range (empty
-    pod labels, then the names). No rule may turn into a one-to-one join on the cgroup
-    alone: Prometheus would fail the whole rule ("many-to-many matching not allowed")."""
+    """While the API names a new pod, its cgroup has two label sets in one range (its
+    path, then its names). Every join is on all identity labels, so the two are two
+    containers to the rules, never a many-to-many match that fails the whole rule."""
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule_groups(th)))
-    base = 'cgroup="/kubepods.slice/x.scope",instance="n:10366",job="contention-exporter"'
-    named = base + ',namespace="shop",pod="api-0",container="app"'
+    target = 'instance="n:10366",job="contention-exporter"'
+    base = f'cgroup="/kubepods.slice/x.scope",{target}'
+    named = f'namespace="shop",pod="api-0",container="app",{target}'
     before, after = "0+60x2 _x6", "_x2 120+60x6"  # renamed at minute 2
     usage_b, usage_a = "0+30x2 _x6", "_x2 60+30x6"
     series = [
@@ -347,13 +352,10 @@ def test_a_cgroup_renamed_mid_window_keeps_the_rules_working(
                         "eval_time": "3m",
                         "exp_samples": [{"labels": f"{usage}{{{named}}}", "value": 0.5}],
                     },
-                    {
+                    {  # the request is the named container's only
                         "expr": over,
                         "eval_time": "4m",
-                        "exp_samples": [
-                            {"labels": f"{over}{{{base}}}", "value": 0.5},
-                            {"labels": f"{over}{{{named}}}", "value": 0.5},
-                        ],
+                        "exp_samples": [{"labels": f"{over}{{{named}}}", "value": 0.5}],
                     },
                 ],
             }

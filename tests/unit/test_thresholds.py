@@ -60,7 +60,7 @@ def test_empty_file_means_defaults(tmp_path: Path) -> None:
         ("windowMinutes: 0\n", "too small"),
         ("sustainMinutes: 6\n", "must not exceed windowMinutes"),
         ("runqP99Ms: 30\n", "not a run-queue histogram bound"),
-        ("criticalRunqP99Ms: 10\n", "criticalRunqP99Ms must be >= runqP99Ms"),
+        ("criticalRunqP99Ms: 5\n", "criticalRunqP99Ms must be >= runqP99Ms"),
         ("throttledRatioMax: 0.5\n", "throttledRatioMax"),
         ("nodeLabels: []\n", "non-empty list"),
         ("nodeLabels: [bad-label]\n", "not a valid Prometheus label name"),
