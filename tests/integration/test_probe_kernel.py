@@ -398,8 +398,11 @@ def test_waits_agree_with_the_kernels_accounting(make_lab: MakeLab) -> None:
     """A periodic victim waits behind a hog on one CPU. Three probes watch it at once:
     CO-RE on the scheduler's clocks, CO-RE on bpf_ktime_get_ns(), BCC. Each one's
     total wait must match the kernel's run_delay for the victim's process (the
-    accounting behind /proc/<pid>/schedstat and delay accounting): within 1 % of the
-    run_delay read around its own polls."""
+    accounting behind /proc/<pid>/schedstat and delay accounting): within 1 % above the
+    run_delay read around its own polls, and at most 3 % below it: the kernel also
+    counts waits that begin with no wakeup event (a re-enqueue of a task that never
+    left the run queue) or end at a dequeue, which the probe cannot see; traced under
+    foreign load they made the probe 2.1 % low (docs/probe.md)."""
     probes = {
         "core": SchedProbe(loader="core"),
         "core-ktime": SchedProbe(loader="core", use_ktime=True),
@@ -445,7 +448,7 @@ def test_waits_agree_with_the_kernels_accounting(make_lab: MakeLab) -> None:
         for name, s in got.items():
             lo, hi = bounds[name]
             assert lo > 0.2, "the victim hardly waited: no contention on its CPU"
-            assert 0.99 * lo <= s <= 1.01 * hi, (name, s, lo, hi)
+            assert 0.97 * lo <= s <= 1.01 * hi, (name, s, lo, hi)
     finally:
         for p in probes.values():
             p.close()
