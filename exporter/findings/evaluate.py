@@ -43,6 +43,7 @@ from .signals import (
     frac,
     limit_hits,
     mem_stalled,
+    node_mem_beyond,
     node_pressure,
 )
 from .thresholds import Thresholds
@@ -246,7 +247,7 @@ def _memory_finding(
     sustain_folds = [by_min.get(m) for m in clock.sustain]
     if not all(f is not None and mem_stalled(f, th) for f in sustain_folds):
         return None
-    pressure = [node_pressure(node.get(m), th) for m in clock.sustain]
+    pressure = [node_pressure(node.get(m), by_min.get(m), th) for m in clock.sustain]
     lf = by_min[clock.latest]
     sev = (
         Severity.CRITICAL
@@ -256,7 +257,8 @@ def _memory_finding(
     ev = _mem_evidence(cw, by_min, node, clock, wfolds)
 
     def same_state(m: int) -> bool:
-        return mem_stalled(by_min[m], th) and node_pressure(node.get(m), th) == pressure[-1]
+        f = by_min[m]
+        return mem_stalled(f, th) and node_pressure(node.get(m), f, th) == pressure[-1]
 
     first = float(_run_start(list(by_min), same_state, clock.latest))
     victim = Victim(cid, cw.identity)
@@ -298,6 +300,11 @@ def _mem_evidence(
         "memory_events": events,
         "node_memory_pressure_some": [
             frac(n.mem_some_s, n.seconds) if (n := node.get(m)) else None for m in clock.sustain
+        ],
+        # What decided node pressure: the node's stall minus the victim's own in minutes
+        # it hit its limit (docs/findings.md#memory-pressure).
+        "node_memory_pressure_beyond_self": [
+            node_mem_beyond(node.get(m), by_min[m]) for m in clock.sustain
         ],
         "working_set_bytes": lf.working_set_bytes,
         "memory_bytes": lf.memory_bytes,

@@ -66,7 +66,7 @@ def memory_pressure(victim: Identity, ev: dict[str, Any], culprit: Culprit | Non
         f"{victim.name} is stalled on memory (some "
         f"{pct(ev['memory_pressure_some'][-1])}, {ev['refaults_per_minute'][-1]:.0f} "
         f"refaults/min) while the node is under memory pressure "
-        f"({pct(ev['node_memory_pressure_some'][-1])}); {who}"
+        f"({pct(ev['node_memory_pressure_beyond_self'][-1])} beyond its own stall); {who}"
     )
 
 
@@ -76,5 +76,5 @@ def memory_limit_thrash(victim: str, ev: dict[str, Any]) -> str:
         f"{pct(ev['memory_pressure_some'][-1])}, "
         f"{ev['refaults_per_minute'][-1]:.0f} refaults/min) while hitting "
         f"its own memory limit ({ev['limit_hits'][-1]} high+max events "
-        "in the latest minute); the node is not under memory pressure"
+        "in the latest minute); the node is not under memory pressure beyond its own stall"
     )

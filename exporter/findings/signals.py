@@ -134,5 +134,23 @@ def limit_hits(f: MinuteFold) -> int:
     return f.mem_events.get("high", 0) + f.mem_events.get("max", 0)
 
 
-def node_pressure(n: NodeFold | None, th: Thresholds) -> bool:
-    return n is not None and at_least(frac(n.mem_some_s, n.seconds), th.node_mem_stall_some)
+def node_mem_beyond(n: NodeFold | None, f: MinuteFold | None) -> float | None:
+    """The node's memory stall in a minute that the victim's own does not explain.
+
+    Node PSI counts the victim's stall too, so a container thrashing against its own
+    limit would otherwise put "the node" under pressure by itself. In a minute the
+    victim hit its limit (``memory.events`` high + max rose) its own ``some`` is
+    subtracted from the node's; otherwise the node's stands (docs/findings.md).
+    ``rate(node[1m]) - rate(victim[1m])`` in the rules, in the same order."""
+    if n is None:
+        return None
+    node = frac(n.mem_some_s, n.seconds)
+    if node is None:
+        return None
+    own = frac(f.mem_some_s, f.seconds) if f is not None and limit_hits(f) > 0 else None
+    return node if own is None else node - own
+
+
+def node_pressure(n: NodeFold | None, f: MinuteFold | None, th: Thresholds) -> bool:
+    """The node is under memory pressure from beyond victim ``f`` in this minute."""
+    return at_least(node_mem_beyond(n, f), th.node_mem_stall_some)

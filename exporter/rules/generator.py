@@ -16,7 +16,8 @@ the same per-minute arithmetic as the Python evaluator (``exporter.findings``):
 * a victim is judged only once it has been watched for ``sustainMinutes``
   (``contention_sampled_seconds_total offset <sustain>m`` exists for the same label
   set): before that the per-minute rates would cover a series younger than their range;
-* node memory pressure is joined ``on(<node labels>)``.
+* node memory pressure is joined ``on(<node labels>)``, minus the victim's own memory
+  stall in minutes it hit its own limit (node PSI includes the victim's stall).
 
 The PromQL facts shared with the dashboards (metric names, the throttle ratio, ``num``
 ...) are in ``exporter.promql``. Users customise the thresholds file, never the
@@ -85,7 +86,8 @@ R_RUNQ_CRIT_1M = "cgroup:contention_runqueue_latency_seconds:p99_over_critical_r
 R_CPU_STALLED_1M = "cgroup:contention_cpu_stalled:rate1m"
 R_MEM_STALLED_1M = "cgroup:contention_memory_stalled:rate1m"
 R_LIMIT_HITS_1M = "cgroup:contention_memory_limit_hits:rate1m"
-R_NODE_MEM_1M = "node:contention_node_memory_pressure:rate1m"
+# Per victim: node memory pressure beyond the victim's own stall (docs/findings.md).
+R_NODE_MEM_1M = "cgroup:contention_node_memory_pressure_beyond_self:rate1m"
 # Decisions (value 1):
 R_CPU_STALLED = "cgroup:contention_cpu_stalled:sustained"
 R_CPU_VICTIM = "cgroup:contention_cpu_unthrottled_stall:sustained"
@@ -158,7 +160,16 @@ class RuleTerms:
         )
 
     def node_mem(self) -> str:
-        return f"{self.rate(pq.NODE_MEM_SOME, '1m')} >= {num(self.th.node_mem_stall_some)}"
+        """Per memory-stalled container, the minute just ended: the node's memory stall
+        minus the container's own when it hit its limit (node PSI includes it), at or
+        above the node threshold. Others keep the node's (``+ 0``: same label set)."""
+        node = self.rate(pq.NODE_MEM_SOME, "1m")
+        own = f"{self.rate(pq.MEM_SOME, '1m')} and {R_LIMIT_HITS_1M}"
+        return (
+            f"(\n    ({node}\n    - {self.on()} group_right() ({own}))\n  or\n"
+            f"    ({node}\n    + {self.on()} group_right() (0 * {R_MEM_STALLED_1M}))\n"
+            f"  ) >= {num(self.th.node_mem_stall_some)}"
+        )
 
     def limit_hits(self) -> str:
         hits = self.rate(pq.MEM_EVENTS, "1m", 'event=~"high|max"')
@@ -258,11 +269,7 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
         ),
         rl(
             R_MEM_PRESSURE,
-            _flag(
-                q.each_sustain_minute(
-                    f"{R_MEM_STALLED_1M}{{off}} and {q.on()} {R_NODE_MEM_1M}{{off}}"
-                )
-            )
+            _flag(q.each_sustain_minute(f"{R_MEM_STALLED_1M}{{off}} and {R_NODE_MEM_1M}{{off}}"))
             + f"\nand {R_WATCHED}",
         ),
         rl(
@@ -270,7 +277,7 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
             _flag(
                 q.each_sustain_minute(
                     f"({R_MEM_STALLED_1M}{{off}} and {R_LIMIT_HITS_1M}{{off}})"
-                    f" unless {q.on()} {R_NODE_MEM_1M}{{off}}"
+                    f" unless {R_NODE_MEM_1M}{{off}}"
                 )
             )
             + f"\nand {R_WATCHED}",
@@ -360,7 +367,7 @@ def descriptions(th: Thresholds) -> dict[Kind, str]:
         Kind.MEMORY_LIMIT_THRASH: (
             f"{VICTIM_T} is stalled on memory (memory pressure some {mem} in the latest "
             "minute) while hitting its own memory limit (memory.events high/max rising); "
-            "the node is not under memory pressure."
+            "the node is not under memory pressure beyond its own stall."
         ),
     }
 

@@ -173,7 +173,7 @@ def alert_annotations(  # noqa: C901 - one description per finding kind
         desc = (
             f"{victim} is stalled on memory (memory pressure some {q_rate('mem_some_s')} in "
             "the latest minute) while hitting its own memory limit (memory.events high/max "
-            "rising); the node is not under memory pressure."
+            "rising); the node is not under memory pressure beyond its own stall."
         )
     return {
         "summary": SUMMARIES[k],
