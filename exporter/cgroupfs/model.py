@@ -104,7 +104,7 @@ class ProcStat:
     """The parts of ``/proc/stat`` we use. CPU times are in USER_HZ ticks."""
 
     ctxt: int
-    steal_ticks: int
+    steal_ticks: int | None  # None: no steal column (kernels before 2.6.11)
     total_ticks: int
     cpus: int
     procs_running: int | None = None

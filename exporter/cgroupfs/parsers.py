@@ -284,9 +284,13 @@ def parse_memory_events(text: str, source: str = _SRC) -> MemoryEvents:
 
 def parse_proc_stat(text: str, source: str = "/proc/stat") -> ProcStat:
     """``/proc/stat``: context switches, the aggregate ``cpu`` line (steal is the 8th
-    value), the number of ``cpuN`` lines, and runnable/blocked task counts."""
+    value), the number of ``cpuN`` lines, and runnable/blocked task counts.
+
+    Kernels before 2.6.11 (and some container runtimes' fake procfs) print fewer than
+    8 CPU times: steal is then unknown (``None``), never 0."""
     ctxt: int | None = None
-    steal = total = 0
+    steal: int | None = None
+    total = 0
     have_cpu = False
     cpus = 0
     running = blocked = None
@@ -297,9 +301,9 @@ def parse_proc_stat(text: str, source: str = "/proc/stat") -> ProcStat:
         key = parts[0]
         if key == "cpu":
             ticks = [_int(v, "cpu", source) for v in parts[1:]]
-            if len(ticks) < 8:
-                raise CgroupParseError(source, f"cpu line has {len(ticks)} fields, need 8")
-            steal = ticks[7]
+            if len(ticks) < 4:
+                raise CgroupParseError(source, f"cpu line has {len(ticks)} fields, need 4")
+            steal = ticks[7] if len(ticks) >= 8 else None
             # guest/guest_nice are already included in user/nice: count the first 8.
             total = sum(ticks[:8])
             have_cpu = True

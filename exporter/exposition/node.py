@@ -107,6 +107,7 @@ def node_families(snap: Snapshot) -> Iterator[Metric]:
         )
         ctxt.add_metric([], n.proc_stat.ctxt)
         yield ctxt
+    if n.proc_stat is not None and n.proc_stat.steal_ticks is not None:
         steal = CounterMetricFamily(
             "contention_node_cpu_steal_seconds_total",
             "CPU time the hypervisor gave to other guests, summed over CPUs (/proc/stat "

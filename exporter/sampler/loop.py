@@ -207,6 +207,12 @@ class Sampler:
             self.memory_bytes = r.memory_total_bytes
         if r.proc_stat is not None and r.proc_stat.cpus:
             self.cpu_cores = float(r.proc_stat.cpus)
+        if r.proc_stat is not None and r.proc_stat.steal_ticks is None:
+            self._warn_once(
+                "node",
+                f"{self.procfs}/stat has no steal column (a kernel before 2.6.11?): node CPU "
+                "steal and the cpu-steal finding are not available",
+            )
         node = NodeSample(
             proc_stat=r.proc_stat,
             cpu_pressure=r.cpu_pressure,

@@ -157,7 +157,8 @@ class WindowFolds:
         cur: dict[str, int] = {}
         if proc_stat is not None:
             cur["ctxt"] = proc_stat.ctxt
-            cur["steal"] = proc_stat.steal_ticks
+            if proc_stat.steal_ticks is not None:
+                cur["steal"] = proc_stat.steal_ticks
         for res, pr in (("cpu", cpu), ("mem", memory), ("io", io)):
             if pr is not None:
                 cur[f"{res}_some"] = pr.some.total_usec
@@ -179,17 +180,17 @@ class WindowFolds:
             return counter_delta(cur.get(key), prev.get(key))
 
         fold.context_switches += d("ctxt") or 0
-        fold.steal_s += (d("steal") or 0) / USER_HZ
-        for key, attr in (
-            ("cpu_some", "cpu_some_s"),
-            ("cpu_full", "cpu_full_s"),
-            ("mem_some", "mem_some_s"),
-            ("mem_full", "mem_full_s"),
-            ("io_some", "io_some_s"),
+        for key, attr, per_s in (
+            ("steal", "steal_s", USER_HZ),  # None stays None: no steal column
+            ("cpu_some", "cpu_some_s", 1e6),
+            ("cpu_full", "cpu_full_s", 1e6),
+            ("mem_some", "mem_some_s", 1e6),
+            ("mem_full", "mem_full_s", 1e6),
+            ("io_some", "io_some_s", 1e6),
         ):
             v = d(key)
             if v is not None:
-                setattr(fold, attr, _add(getattr(fold, attr), v / 1e6))
+                setattr(fold, attr, _add(getattr(fold, attr), v / per_s))
 
     # -- the window -------------------------------------------------------------------
 

@@ -75,7 +75,7 @@ class NodeFold:
     mem_full_s: float | None = None
     io_some_s: float | None = None
     context_switches: int = 0
-    steal_s: float = 0.0
+    steal_s: float | None = None  # CPU seconds stolen, over all CPUs (None: no steal column)
 
     def ratio(self, value_s: float | None) -> float | None:
         if value_s is None or self.seconds <= 0:

@@ -212,3 +212,18 @@ def test_series_carry_the_names_or_the_path_never_both_never_empty() -> None:
     ):
         assert family not in default, family
     assert 'event="oom_kill"' not in default and 'event="max"' in default
+
+
+def test_proc_stat_without_steal_column_exports_no_steal(tmp_path: Path) -> None:
+    """Steal is unknown on a kernel without the column: no series, never a 0 (the other
+    /proc/stat values are still exported)."""
+    root = tmp_path / "node"
+    shutil.copytree(FIXTURES / "v2-systemd", root, symlinks=True)
+    stat = root / "proc" / "stat"
+    lines = stat.read_text().splitlines()
+    cut = [" ".join(ln.split()[:8]) if ln.startswith("cpu") else ln for ln in lines]
+    stat.write_text("\n".join(cut) + "\n")
+    text = agent_at(root).run_pass(now=1_700_000_000.0).metrics(False, False).body.decode()
+    assert "contention_node_cpu_steal_seconds_total" not in text
+    assert "\ncontention_node_context_switches_total " in text
+    assert "\ncontention_node_cpu_steal_seconds_total " in render("v2-systemd")  # with it

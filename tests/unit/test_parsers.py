@@ -570,13 +570,23 @@ def test_proc_stat_without_procs_lines() -> None:
     assert ps.procs_blocked is None
 
 
+@pytest.mark.parametrize("fields", [4, 7])
+def test_proc_stat_without_steal_column(fields: int) -> None:
+    """Kernels before 2.6.11 print 4 or 7 CPU times: steal is unknown, not 0."""
+    times = " ".join(str(v) for v in range(1, fields + 1))
+    ps = p.parse_proc_stat(f"cpu  {times}\ncpu0 {times}\nctxt 10\n", SRC)
+    assert ps.steal_ticks is None
+    assert ps.total_ticks == sum(range(1, fields + 1))
+    assert (ps.ctxt, ps.cpus) == (10, 1)
+
+
 @pytest.mark.parametrize(
     ("text", "words"),
     [
         ("", ("missing 'cpu' or 'ctxt' line",)),
         (PROC_STAT.replace("ctxt 262458\n", ""), ("missing 'cpu' or 'ctxt' line",)),
         (PROC_STAT.replace("cpu  6060 0 3812 62699 399 0 104 133 0 0\n", ""), ("missing",)),
-        ("cpu  1 2 3 4\nctxt 1\n", ("cpu line has 4 fields, need 8",)),
+        ("cpu  1 2 3\nctxt 1\n", ("cpu line has 3 fields, need 4",)),
         ("cpu  1 2 3 4 5 6 7 x\nctxt 1\n", ("cpu", "not an integer")),
         (PROC_STAT.replace("ctxt 262458", "ctxt 26x"), ("ctxt", "not an integer")),
         (PROC_STAT.replace("procs_running 1", "procs_running ?"), ("procs_running",)),
