@@ -22,6 +22,8 @@ CPU_FULL = "contention_cpu_pressure_stalled_seconds_total"
 MEM_SOME = "contention_memory_pressure_waiting_seconds_total"
 MEM_FULL = "contention_memory_pressure_stalled_seconds_total"
 NODE_MEM_SOME = "contention_node_memory_pressure_waiting_seconds_total"
+NODE_STEAL = "contention_node_cpu_steal_seconds_total"
+NODE_CORES = "contention_node_cpu_cores"
 REFAULTS = "contention_memory_workingset_refaults_total"
 MEM_EVENTS = "contention_memory_events_total"
 WORKING_SET = "contention_memory_working_set_bytes"
@@ -97,6 +99,12 @@ def runq_events_per_minute(*matchers: str, k: int = 0) -> str:
 def refaults(window: str, *matchers: str, k: int = 0) -> str:
     """Workingset refaults per second, anonymous and file together."""
     return f"sum without(type) ({rate(REFAULTS, window, *matchers, k=k)})"
+
+
+def steal_ratio(window: str, *matchers: str, k: int = 0) -> str:
+    """The share of the node's CPU time the hypervisor gave to other guests (/proc/stat
+    steal over the node's cores): the cpu-steal finding's signal."""
+    return f"{rate(NODE_STEAL, window, *matchers, k=k)} / {sel(NODE_CORES, *matchers)}"
 
 
 def usage_cores(window: str, *matchers: str) -> str:

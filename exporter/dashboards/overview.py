@@ -242,17 +242,15 @@ def build_overview(th: Thresholds) -> db.Dashboard:
             "CPU steal",
             "Share of the node's CPU time the hypervisor gave to other guests "
             "(/proc/stat steal over the node's cores). Steal slows every container and no "
-            "cgroup on the node is to blame: if it is high, the fix is at the VM level "
-            "(larger or dedicated instances), not in Kubernetes.",
+            "cgroup on the node is to blame. The orange line is cpuStealRatio: at or above "
+            "it for the sustain minutes while a container is stalled waiting for CPU, the "
+            "node gets a cpu-steal finding (ContentionCPUSteal). The fix is at the VM level "
+            "(another host, larger or dedicated instances), not in Kubernetes. No line: "
+            "/proc/stat has no steal column (old kernels).",
             "percentunit",
-            [
-                T(
-                    f"{rate('contention_node_cpu_steal_seconds_total', RATE, n)}"
-                    f" / {sel('contention_node_cpu_cores', n)}",
-                    f"{nl}",
-                )
-            ],
+            [T(pq.steal_ratio(RATE, n), f"{nl}")],
             w=6,
+            lines=[(th.cpu_steal_ratio, ORANGE)],
         )
     )
 

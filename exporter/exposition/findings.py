@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
-from ..findings.model import Finding
+from ..findings.model import NODE_KINDS, Finding
 from ..identity import Names
 from .series import add
 
@@ -22,12 +22,15 @@ def finding_labels(f: Finding, ambiguous: frozenset[Names] = frozenset()) -> dic
     culprit's (``culprit_kind``, ``culprit`` and its identity labels prefixed): the
     labels of the alert the rules fire for it."""
     out = {"kind": f.kind.value, "severity": f.severity.value}
-    out.update(f.victim.identity.series_labels(ambiguous))
+    node_level = f.kind in NODE_KINDS  # about the node: no cgroup on either side
+    if not node_level:
+        out.update(f.victim.identity.series_labels(ambiguous))
     c = f.culprit
     if c is not None:
         out.update(culprit_kind=c.kind, culprit=c.ref)
-        own = c.identity.series_labels(ambiguous)
-        out.update((f"culprit_{k}", v) for k, v in own.items())
+        if not node_level:
+            own = c.identity.series_labels(ambiguous)
+            out.update((f"culprit_{k}", v) for k, v in own.items())
     return out
 
 

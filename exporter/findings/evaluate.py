@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ..cgroupfs.discovery import CgroupKind
 from ..identity import Identity
 from ..probe.culprit import classify_culprit
 from ..window.model import ContainerWindow, MinuteFold, NodeFold, Window
@@ -27,8 +28,10 @@ from .aggregates import (
     watched,
 )
 from .model import (
+    CULPRIT_HYPERVISOR,
     NAMEABLE_CULPRIT_KINDS,
     REMEDIATION,
+    REMEDIATION_CONTENDED_STEAL,
     Culprit,
     Finding,
     Kind,
@@ -45,6 +48,7 @@ from .signals import (
     mem_stalled,
     node_mem_beyond,
     node_pressure,
+    node_steal,
 )
 from .thresholds import Thresholds
 
@@ -58,7 +62,15 @@ def evaluate(window: Window, thresholds: Thresholds, now: float) -> list[Finding
     for cid, cw in sorted(window.containers.items(), key=lambda kv: kv[1].identity.cgroup):
         if watched(cw, clock):  # too young to judge otherwise (it can still be a culprit)
             findings += _judge(ctx, cid, cw)
+    steal = _cpu_steal(ctx, [f for f in findings if f.kind in _CPU_STALL_KINDS])
+    if steal is not None:
+        findings.append(steal)
     return sort_findings(findings)
+
+
+_CPU_STALL_KINDS = (Kind.NOISY_NEIGHBOR, Kind.CPU_CONTENDED)
+# The victim of a node-level finding: the node (no cgroup; docs/findings.md#cpu-steal).
+NODE = Identity(cgroup="", kind=CgroupKind.ROOT)
 
 
 class _Context:
@@ -76,6 +88,9 @@ class _Context:
         self.window, self.th, self.now, self.clock = window, th, now, clock
         self.idents, self.node = idents, node
         self._overages: list[Overage] | None = None
+        # The node's CPU steal share in each sustain minute (None: not measured).
+        self.steal = [node_steal(node.get(m), window.node_cpu_cores) for m in clock.sustain]
+        self.steal_sustained = all(at_least(x, th.cpu_steal_ratio) for x in self.steal)
 
     def overages(self) -> list[Overage]:
         if self._overages is None:  # only when some victim is under node pressure
@@ -181,11 +196,13 @@ def _cpu_stall_findings(
     shares = culprit_shares(window, cid, ctx.now, th, clock, ctx.idents)
     ev = _cpu_evidence(cms, clock, throttle)
     ev["probe_loaded"] = window.probe_loaded
+    ev["node_cpu_steal_ratio"] = list(ctx.steal)
     ev["blame"] = [
         {"culprit_kind": b.culprit_kind, "culprit": b.ref, "share": b.share, "seconds": b.seconds}
         for b in shares[:5]
     ]
     stall = messages.cpu_stall(latest)
+    steal = ctx.steal[-1] if ctx.steal_sustained else None
     victim = Victim(cid, cw.identity)
     out: list[Finding] = []
     for b in shares:
@@ -215,7 +232,7 @@ def _cpu_stall_findings(
                 evidence=ev,
                 first_seen=first,
                 last_seen=last,
-                message=messages.noisy_neighbor(cw.identity.name, stall, culprit, th),
+                message=messages.noisy_neighbor(cw.identity.name, stall, culprit, th, steal),
                 remediation=REMEDIATION[Kind.NOISY_NEIGHBOR],
             )
         )
@@ -230,10 +247,57 @@ def _cpu_stall_findings(
             evidence=ev,
             first_seen=first,
             last_seen=last,
-            message=messages.cpu_contended(cw.identity.name, stall, bool(shares)),
-            remediation=REMEDIATION[Kind.CPU_CONTENDED],
+            message=messages.cpu_contended(cw.identity.name, stall, bool(shares), steal),
+            remediation=(
+                REMEDIATION_CONTENDED_STEAL
+                if steal is not None
+                else REMEDIATION[Kind.CPU_CONTENDED]
+            ),
         )
     ]
+
+
+def _cpu_steal(ctx: _Context, stalled: list[Finding]) -> Finding | None:
+    """cpu-steal: the hypervisor took at least cpuStealRatio of the node's CPU time in
+    each sustain minute while at least one container was a CPU-stall victim (stalled in
+    each sustain minute, not self-throttled: noisy-neighbor or cpu-contended)."""
+    if not ctx.steal_sustained or not stalled:
+        return None
+    th, clock = ctx.th, ctx.clock
+    latest = ctx.steal[-1]
+    assert latest is not None
+    victims = sorted({f.victim.identity.name for f in stalled})
+    first = _run_start(
+        ctx.node,
+        lambda m: at_least(node_steal(ctx.node[m], ctx.window.node_cpu_cores), th.cpu_steal_ratio),
+        clock.latest,
+    )
+    culprit = Culprit(
+        kind=CULPRIT_HYPERVISOR,
+        ref=CULPRIT_HYPERVISOR,
+        cgroup_id=0,
+        identity=NODE,
+        blame_share=latest,
+        cpu_usage_cores=None,
+        cpu_request_cores=None,
+    )
+    evidence = {
+        "minutes": list(clock.sustain),
+        "node_cpu_steal_ratio": list(ctx.steal),
+        "node_cpu_cores": ctx.window.node_cpu_cores,
+        "stalled_containers": victims,
+    }
+    return Finding(
+        kind=Kind.CPU_STEAL,
+        severity=Severity.WARNING,
+        victim=Victim(0, NODE),
+        culprit=culprit,
+        evidence=evidence,
+        first_seen=float(first),
+        last_seen=float(clock.latest + 60),
+        message=messages.cpu_steal(latest, victims, th),
+        remediation=REMEDIATION[Kind.CPU_STEAL],
+    )
 
 
 def _memory_finding(

@@ -34,7 +34,19 @@ def cpu_stall(latest: CpuMinute) -> str:
     return f"cpu some {pct(latest.some)}, run-queue p99 {ms(p99)}"
 
 
-def noisy_neighbor(victim: str, stall: str, c: Culprit, th: Thresholds) -> str:
+def steal_note(steal: float | None) -> str:
+    """What a stalled container's message adds on a node losing CPU to steal."""
+    if steal is None:
+        return ""
+    return (
+        f"; the hypervisor also took {pct(steal)} of the node's CPU time (steal) in the "
+        "latest minute: part of the wait is the host's, not this node's"
+    )
+
+
+def noisy_neighbor(
+    victim: str, stall: str, c: Culprit, th: Thresholds, steal: float | None = None
+) -> str:
     usage = c.cpu_usage_cores
     request = c.cpu_request_cores
     use_txt = "n/a (not sampled)" if usage is None else f"{usage:.2f} cores"
@@ -42,17 +54,33 @@ def noisy_neighbor(victim: str, stall: str, c: Culprit, th: Thresholds) -> str:
     return (
         f"{victim} is stalled ({stall}); {c.ref} ({c.kind}) caused "
         f"{pct(c.blame_share)} of its run-queue wait over {th.window_minutes}m, "
-        f"using {use_txt} against {req_txt}"
+        f"using {use_txt} against {req_txt}{steal_note(steal)}"
     )
 
 
-def cpu_contended(victim: str, stall: str, have_blame: bool) -> str:
-    why = (
-        "no single neighbour passes the culprit test: the node is oversubscribed"
-        if have_blame
-        else "no scheduler probe data, so no culprit can be named"
-    )
+def cpu_contended(victim: str, stall: str, have_blame: bool, steal: float | None = None) -> str:
+    if steal is not None:  # the missing CPU went to other guests: not oversubscribed
+        why = (
+            f"the hypervisor took {pct(steal)} of the node's CPU time (steal) in the latest "
+            "minute: the CPU it misses went to other guests on the host, not to this node's "
+            "workloads"
+            + ("" if have_blame else " (no scheduler probe data, so no culprit can be named)")
+        )
+    elif have_blame:
+        why = "no single neighbour passes the culprit test: the node is oversubscribed"
+    else:
+        why = "no scheduler probe data, so no culprit can be named"
     return f"{victim} is stalled waiting for CPU ({stall}); {why}"
+
+
+def cpu_steal(steal: float, victims: list[str], th: Thresholds) -> str:
+    shown = ", ".join(victims[:3]) + (f" and {len(victims) - 3} more" if len(victims) > 3 else "")
+    return (
+        f"the hypervisor took {pct(steal)} of the node's CPU time (steal) in the latest "
+        f"minute, at least {pct(th.cpu_steal_ratio)} in each of the last "
+        f"{th.sustain_minutes} minutes, while {len(victims)} container(s) were stalled waiting for "
+        f"CPU ({shown}): the host is running other guests on this node's CPUs"
+    )
 
 
 def memory_pressure(victim: Identity, ev: dict[str, Any], culprit: Culprit | None) -> str:

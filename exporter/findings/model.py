@@ -23,6 +23,11 @@ class Kind(StrEnum):
     CPU_CONTENDED = "cpu-contended"
     MEMORY_PRESSURE = "memory-pressure"
     MEMORY_LIMIT_THRASH = "memory-limit-thrash"
+    CPU_STEAL = "cpu-steal"  # node level: the victim is the node, the culprit the hypervisor
+
+
+# Findings about the node, not one container: no victim cgroup (docs/findings.md#cpu-steal).
+NODE_KINDS = (Kind.CPU_STEAL,)
 
 
 class Severity(StrEnum):
@@ -44,6 +49,7 @@ NAMEABLE_CULPRIT_KINDS = (CULPRIT_POD, CULPRIT_SYSTEM, CULPRIT_KERNEL)
 CULPRIT_SELF = "self"  # the victim's own cgroup (evidence only; never a neighbour)
 CULPRIT_IDLE = "idle"  # the CPU ran idle: the victim waited on its own quota
 CULPRIT_UNKNOWN = "unknown"  # unresolved cgroup ids and unattributed wait
+CULPRIT_HYPERVISOR = "hypervisor"  # cpu-steal: CPU time given to other guests (no cgroup)
 
 REMEDIATION = {
     Kind.CPU_THROTTLED: "raise or remove resources.limits.cpu on the victim",
@@ -57,7 +63,16 @@ REMEDIATION = {
     ),
     Kind.MEMORY_PRESSURE: "set or raise memory requests on the culprit; add memory to the node",
     Kind.MEMORY_LIMIT_THRASH: "raise resources.limits.memory on the victim",
+    Kind.CPU_STEAL: (
+        "the VM's host is oversubscribed, not this node: move the node to another host or "
+        "a larger or dedicated instance type; more pods or limits on this node will not help"
+    ),
 }
+# cpu-contended while the node loses CPU to steal: not an oversubscribed node.
+REMEDIATION_CONTENDED_STEAL = (
+    "the hypervisor is taking the node's CPU (see the cpu-steal finding): move the node to "
+    "another host or a larger instance type before spreading the workload"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +83,7 @@ class Victim:
     def to_dict(self) -> dict[str, Any]:
         i = self.identity
         return {
-            "ref": i.name,
+            "ref": i.name or "node",  # a node-level finding's victim has no cgroup
             "cgroup": i.cgroup,
             "cgroup_id": self.cgroup_id,
             "cgroup_kind": i.kind.value,
@@ -81,11 +96,13 @@ class Victim:
 
 @dataclass(frozen=True, slots=True)
 class Culprit:
-    kind: str  # one of NAMEABLE_CULPRIT_KINDS
+    kind: str  # one of NAMEABLE_CULPRIT_KINDS, or CULPRIT_HYPERVISOR (cpu-steal)
     ref: str  # the `culprit` label: ns/pod/container, a unit path, or "kernel"
     cgroup_id: int
     identity: Identity
-    blame_share: float  # CPU: share of the victim's wait; memory: share of node overage
+    # CPU: share of the victim's wait; memory: share of node overage; cpu-steal: share
+    # of the node's CPU time stolen in the latest minute
+    blame_share: float
     cpu_usage_cores: float | None  # over the window; None when not sampled (opted out)
     cpu_request_cores: float | None
     memory_overage_bytes: int | None = None  # memory-pressure culprits only

@@ -154,3 +154,13 @@ def node_mem_beyond(n: NodeFold | None, f: MinuteFold | None) -> float | None:
 def node_pressure(n: NodeFold | None, f: MinuteFold | None, th: Thresholds) -> bool:
     """The node is under memory pressure from beyond victim ``f`` in this minute."""
     return at_least(node_mem_beyond(n, f), th.node_mem_stall_some)
+
+
+def node_steal(n: NodeFold | None, cores: float) -> float | None:
+    """The share of the node's CPU time the hypervisor gave to other guests in a minute:
+    ``rate(contention_node_cpu_steal_seconds_total[1m]) / contention_node_cpu_cores``.
+    None when /proc/stat has no steal column or the minute was not sampled."""
+    if n is None or cores <= 0:
+        return None
+    s = frac(n.steal_s, n.seconds)
+    return None if s is None else s / cores

@@ -31,6 +31,7 @@ _RATIOS = (
     "stall_some",
     "blame_share",
     "critical_cpu_full",
+    "cpu_steal_ratio",
     "mem_stall_some",
     "node_mem_stall_some",
     "mem_culprit_share",
@@ -107,6 +108,7 @@ class Thresholds:
     blame_share: float
     critical_cpu_full: float
     critical_runq_p99_ms: float
+    cpu_steal_ratio: float
     mem_stall_some: float
     refault_per_min: float
     node_mem_stall_some: float

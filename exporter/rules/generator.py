@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from .. import promql as pq
-from ..findings.model import NAMEABLE_CULPRIT_KINDS, Kind
+from ..findings.model import CULPRIT_HYPERVISOR, NAMEABLE_CULPRIT_KINDS, Kind
 from ..findings.thresholds import Thresholds, duration_ms
 from ..identity import IDENTITY_LABELS
 from ..probe.histogram import RUNQ_BOUNDS_S, le_label
@@ -50,15 +50,22 @@ ALERT_NAMES = {
     Kind.CPU_CONTENDED: "ContentionCPUContended",
     Kind.MEMORY_PRESSURE: "ContentionMemoryPressure",
     Kind.MEMORY_LIMIT_THRASH: "ContentionMemoryLimitThrash",
+    Kind.CPU_STEAL: "ContentionCPUSteal",
 }
 KIND_OF_ALERT = {v: k for k, v in ALERT_NAMES.items()}
 
 SUMMARIES = {
     Kind.CPU_THROTTLED: "Container is throttled by its own CPU limit.",
     Kind.NOISY_NEIGHBOR: "Container is starved of CPU by a named neighbour.",
-    Kind.CPU_CONTENDED: "Container is starved of CPU on an oversubscribed node.",
+    Kind.CPU_CONTENDED: "Container is starved of CPU and no single neighbour is the cause.",
     Kind.MEMORY_PRESSURE: "Container is stalled on memory while the node is under memory pressure.",
     Kind.MEMORY_LIMIT_THRASH: "Container is thrashing under its own memory limit.",
+    Kind.CPU_STEAL: "The hypervisor is taking the node's CPU while containers stall.",
+}
+
+# Labels an alert always carries: cpu-steal names the hypervisor, which has no series.
+STATIC_LABELS = {
+    Kind.CPU_STEAL: {"culprit_kind": CULPRIT_HYPERVISOR, "culprit": CULPRIT_HYPERVISOR},
 }
 
 # Recording rule names: level:metric:operations (Prometheus's naming practice; a metric
@@ -75,6 +82,7 @@ R_MEM_SOME = "cgroup:contention_memory_pressure_waiting_seconds:rate1m"
 R_MEM_FULL = "cgroup:contention_memory_pressure_stalled_seconds:rate1m"
 R_REFAULTS = "cgroup:contention_memory_workingset_refaults:rate1m"
 R_NODE_MEM_SOME = "node:contention_node_memory_pressure_waiting_seconds:rate1m"
+R_STEAL = "node:contention_node_cpu_steal_seconds_per_cpu_cores:ratio_rate1m"
 R_OVERAGE = "cgroup:contention_memory_working_set_bytes:over_request"
 R_OVERAGE_SHARE = "cgroup:contention_memory_overage_per_node_overage:ratio"
 R_MEM_CULPRIT = "node:contention_memory_overage_per_node_overage:top1"
@@ -88,6 +96,7 @@ R_MEM_STALLED_1M = "cgroup:contention_memory_stalled:rate1m"
 R_LIMIT_HITS_1M = "cgroup:contention_memory_limit_hits:rate1m"
 # Per victim: node memory pressure beyond the victim's own stall (docs/findings.md).
 R_NODE_MEM_1M = "cgroup:contention_node_memory_pressure_beyond_self:rate1m"
+R_STEAL_1M = "node:contention_node_cpu_steal:rate1m"
 # Decisions (value 1):
 R_CPU_STALLED = "cgroup:contention_cpu_stalled:sustained"
 R_CPU_VICTIM = "cgroup:contention_cpu_unthrottled_stall:sustained"
@@ -97,6 +106,7 @@ R_BLAME_CULPRIT = "cgroup:contention_blame_share:culprit"
 R_MEM_PRESSURE = "cgroup:contention_memory_pressure:sustained"
 R_MEM_THRASH = "cgroup:contention_memory_limit_thrash:sustained"
 R_MEM_CRIT = "cgroup:contention_memory_severity_critical:rate1m"
+R_STEAL_SUSTAINED = "node:contention_node_cpu_steal:sustained"
 
 INF_SEL = 'le="+Inf"'
 
@@ -220,6 +230,7 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
         rl(R_MEM_FULL, q.rate(pq.MEM_FULL, "1m")),
         rl(R_REFAULTS, pq.refaults("1m", *q.m)),
         rl(R_NODE_MEM_SOME, q.rate(pq.NODE_MEM_SOME, "1m")),
+        rl(R_STEAL, pq.steal_ratio("1m", *q.m)),
         # Memory beyond request (all of it without a request) and its share of the node's.
         rl(
             R_OVERAGE,
@@ -242,6 +253,7 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
         rl(R_MEM_STALLED_1M, _flag(q.mem_stalled())),
         rl(R_LIMIT_HITS_1M, _flag(q.limit_hits())),
         rl(R_NODE_MEM_1M, _flag(q.node_mem())),
+        rl(R_STEAL_1M, _flag(f"{R_STEAL} >= {num(th.cpu_steal_ratio)}")),
         # Decisions (value 1), docs/findings.md's gating, one term per sustain minute.
         rl(
             R_CPU_STALLED,
@@ -283,6 +295,7 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
             + f"\nand {R_WATCHED}",
         ),
         rl(R_MEM_CRIT, _flag(f"{q.rate(pq.MEM_FULL, '1m')} >= {num(th.critical_mem_full)}")),
+        rl(R_STEAL_SUSTAINED, _flag(q.each_sustain_minute(R_STEAL_1M + "{off}"))),
     ]
 
 
@@ -321,17 +334,22 @@ def _query_t(th: Thresholds, record: str, fmt: str) -> str:
     )
 
 
-def _node_query_t(th: Thresholds, record: str, fmt: str) -> str:
+def _node_with_t(th: Thresholds, record: str, then: str, otherwise: str = "") -> str:
+    """A description fragment: ``then`` when the node has a series of ``record`` (inside
+    it, ``.`` is the query result), else ``otherwise``."""
     sel = ",".join(f"{lab}=%q" for lab in th.join_labels)
     args = " ".join(f"$labels.{lab}" for lab in th.join_labels)
-    return (
-        f'{{{{ with printf "{record}{{{sel}}}" {args} | query }}}}'
-        f"{{{{ . | first | value | {fmt} }}}}{{{{ else }}}}n/a{{{{ end }}}}"
-    )
+    tail = f"{{{{ else }}}}{otherwise}" if otherwise else ""
+    return f'{{{{ with printf "{record}{{{sel}}}" {args} | query }}}}{then}{tail}{{{{ end }}}}'
+
+
+def _node_query_t(th: Thresholds, record: str, fmt: str) -> str:
+    return _node_with_t(th, record, f"{{{{ . | first | value | {fmt} }}}}", "n/a")
 
 
 def descriptions(th: Thresholds) -> dict[Kind, str]:
     psi = _query_t(th, R_PSI_SOME, "humanizePercentage")
+    steal = _node_query_t(th, R_STEAL, "humanizePercentage")
     p99 = _query_t(th, R_P99, "humanizeDuration")
     mem = _query_t(th, R_MEM_SOME, "humanizePercentage")
     node_mem = _node_query_t(th, R_NODE_MEM_SOME, "humanizePercentage")
@@ -348,12 +366,25 @@ def descriptions(th: Thresholds) -> dict[Kind, str]:
             "({{ $labels.culprit_kind }}) caused {{ $value | humanizePercentage }} of its "
             f"run-queue wait over the last {w}m while using more CPU than it requested "
             "(or having no request)."
+            + _node_with_t(
+                th,
+                R_STEAL_SUSTAINED,
+                f" The hypervisor also took {steal} of the node's CPU time (steal) in the "
+                "latest minute.",
+            )
         ),
         Kind.CPU_CONTENDED: (
             f"{VICTIM_T} is stalled waiting for CPU (cpu pressure some {psi}, run-queue p99 "
             f"{p99} in the latest minute), but no single neighbour caused "
             f"{th.blame_share * 100:g}% of its wait while running beyond its CPU request: "
-            "the node is oversubscribed."
+            + _node_with_t(
+                th,
+                R_STEAL_SUSTAINED,
+                f"the hypervisor took {steal} of the node's CPU time (steal) in the latest "
+                "minute, so the CPU it misses went to other guests on the host, not to an "
+                "oversubscribed node (see ContentionCPUSteal).",
+                "the node is oversubscribed.",
+            )
         ),
         Kind.MEMORY_PRESSURE: (
             f"{VICTIM_T} is stalled on memory (memory pressure some {mem} in the latest "
@@ -369,6 +400,13 @@ def descriptions(th: Thresholds) -> dict[Kind, str]:
             "minute) while hitting its own memory limit (memory.events high/max rising); "
             "the node is not under memory pressure beyond its own stall."
         ),
+        Kind.CPU_STEAL: (
+            "The hypervisor took {{ $value | humanizePercentage }} of the node's CPU time "
+            f"(steal) in the latest minute, at least {th.cpu_steal_ratio * 100:g}% in each "
+            f"of the last {th.sustain_minutes} minutes, while containers on the node were "
+            "stalled waiting for CPU. The host is running other guests on this node's CPUs: "
+            "no workload on the node is the cause."
+        ),
     }
 
 
@@ -381,6 +419,10 @@ def alert_rules(th: Thresholds) -> list[dict[str, Any]]:
     nn = f"{R_BLAME_CULPRIT} and {on_v} {R_CPU_VICTIM}"
     contended = f"{R_CPU_VICTIM} unless {on_v} {R_BLAME_CULPRIT}"
     throttled = f"{R_THROTTLE.format(w=q.w)} >= {num(th.throttled_ratio)}\nand {R_WATCHED}"
+    steal = (
+        f"{R_STEAL}\nand {q.on()} {R_STEAL_SUSTAINED}\n"
+        f"and {q.on()} count by({q.node}) ({R_CPU_VICTIM})"
+    )
     mp = (
         f"({R_MEM_PRESSURE} * {q.on()} group_left({mem_labels}) {R_MEM_CULPRIT})\n"
         f"or\n({R_MEM_PRESSURE} unless {q.on()} {R_MEM_CULPRIT})"
@@ -405,6 +447,7 @@ def alert_rules(th: Thresholds) -> list[dict[str, Any]]:
         (Kind.CPU_CONTENDED, cpu_sev(contended)),
         (Kind.MEMORY_PRESSURE, mem_sev(mp)),
         (Kind.MEMORY_LIMIT_THRASH, mem_sev(R_MEM_THRASH)),
+        (Kind.CPU_STEAL, [("warning", steal)]),
     ]
     return [
         alerting_rule(
@@ -414,7 +457,7 @@ def alert_rules(th: Thresholds) -> list[dict[str, Any]]:
             severity,
             summary=SUMMARIES[kind],
             description=desc[kind],
-            labels={"finding": kind.value},
+            labels={"finding": kind.value, **STATIC_LABELS.get(kind, {})},
         )
         for kind, variants in plan
         for severity, expr in variants

@@ -8,7 +8,8 @@ A scenario (YAML)::
     name: noisy-neighbor-basic
     description: what it shows
     minutes: 10                      # minutes of data (samples at 0, 1m, ... 10m)
-    node: {mem_some_s: 0}            # per-minute node values
+    node: {mem_some_s: 0, steal_s: 0} # per-minute node values (steal: CPU seconds, all CPUs)
+    node_cores: 4                    # the node's CPUs (contention_node_cpu_cores)
     containers:                      # tracked containers (they get metrics)
       - name: api                    # handle used in blame keys and expectations
         cgroup: /kubepods/burstable/pod.../abc   (default /scenario/<name>)
@@ -141,6 +142,7 @@ class Scenario:
     expect: list[dict[str, Any]]
     unit: bool  # also rendered into rules/tests (with annotations)
     path: str = ""
+    node_cores: float = 4.0
 
     # -- the Python side --------------------------------------------------------------
 
@@ -149,6 +151,7 @@ class Scenario:
         done = [m for m in range(self.minutes) if (m + 1) * 60 <= t]
         keep = done[-th.window_minutes :]
         w = Window(minutes=th.window_minutes, probe_loaded=bool(self.runq or self.blame))
+        w.node_cpu_cores = self.node_cores
         for name, mem in self.members.items():
             if not mem.tracked:
                 w.others[mem.cgroup_id] = mem.identity
@@ -166,7 +169,12 @@ class Scenario:
             w.containers[mem.cgroup_id] = cw
         for m in keep:
             w.node.append(
-                NodeFold(minute=m * 60, seconds=60.0, mem_some_s=self._node_val("mem_some_s", m))
+                NodeFold(
+                    minute=m * 60,
+                    seconds=60.0,
+                    mem_some_s=self._node_val("mem_some_s", m),
+                    steal_s=self._node_val("steal_s", m),
+                )
             )
         return w
 
@@ -320,12 +328,17 @@ class Scenario:
                 )
             if name in self.blame:
                 out.extend(self._blame_series(mem, th, labels))
+        start = 0  # the node's series exist from the first minute, whoever starts late
+        node_lab = "{" + ",".join(f'{k}="{v}"' for k, v in target_pairs) + "}"
         if "mem_some_s" in self.node:
             counter(
                 "contention_node_memory_pressure_waiting_seconds_total",
-                "{" + ",".join(f'{k}="{v}"' for k, v in target_pairs) + "}",
+                node_lab,
                 self.node["mem_some_s"],
             )
+        if "steal_s" in self.node:
+            counter("contention_node_cpu_steal_seconds_total", node_lab, self.node["steal_s"])
+            gauge("contention_node_cpu_cores", node_lab, [self.node_cores] * (n + 1))
         return out
 
     def _blame_series(self, mem: Member, th: Thresholds, labels: Any) -> list[dict[str, str]]:
@@ -509,6 +522,7 @@ def parse_scenario(doc: dict[str, Any], source: str = "scenario") -> Scenario:  
         expect=list(doc.get("expect") or []),
         unit=bool(doc.get("unit", False)),
         path=source,
+        node_cores=float(doc.get("node_cores", 4)),
     )
 
 

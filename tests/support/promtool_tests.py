@@ -22,7 +22,7 @@ import yaml
 
 from exporter.commands.generated_files import sync
 from exporter.findings.evaluate import evaluate
-from exporter.findings.model import Finding, Kind
+from exporter.findings.model import NODE_KINDS, Finding, Kind
 from exporter.findings.thresholds import Thresholds, ThresholdsError, load_thresholds
 from exporter.probe.histogram import RUNQ_BOUNDS_S
 from exporter.rules.alert import runbook_annotations
@@ -72,7 +72,18 @@ def histogram_quantile(q: float, cum_rates: list[tuple[float, float]]) -> float:
 
 def alert_labels(f: Finding, th: Thresholds, target: Mapping[str, str] = TARGET) -> dict[str, str]:
     """The labels of the alert for ``f``: the victim's series labels (names, else its
-    cgroup path), and the culprit's own series labels prefixed ``culprit_``."""
+    cgroup path), and the culprit's own series labels prefixed ``culprit_``. A node-level
+    finding has the target's labels and its static culprit (the hypervisor)."""
+    if f.kind in NODE_KINDS:
+        assert f.culprit is not None
+        return {
+            "severity": f.severity.value,
+            "finding": f.kind.value,
+            **target,
+            **dict(th.alert_labels),
+            "culprit_kind": f.culprit.kind,
+            "culprit": f.culprit.ref,
+        }
     labels = {
         "severity": f.severity.value,
         "finding": f.kind.value,
@@ -101,6 +112,18 @@ def _victim_t(labels: dict[str, str]) -> str:
 def alert_annotations(  # noqa: C901 - one description per finding kind
     f: Finding, scn: Scenario, t: int, th: Thresholds, labels: dict[str, str]
 ) -> dict[str, str]:
+    k = f.kind
+    if k is Kind.CPU_STEAL:
+        assert f.culprit is not None
+        return _annotations(
+            k,
+            th,
+            f"The hypervisor took {humanize_percentage(f.culprit.blame_share)} of the node's "
+            f"CPU time (steal) in the latest minute, at least {th.cpu_steal_ratio * 100:g}% "
+            f"in each of the last {th.sustain_minutes} minutes, while containers on the node "
+            "were stalled waiting for CPU. The host is running other guests on this node's "
+            "CPUs: no workload on the node is the cause.",
+        )
     name = next(n for n, m in scn.members.items() if m.cgroup_id == f.victim.cgroup_id)
     m = t // 60 - 1  # the latest minute
     pm = scn.per_minute[name]
@@ -125,9 +148,12 @@ def alert_annotations(  # noqa: C901 - one description per finding kind
             return "n/a"
         return humanize_percentage(scn.node["mem_some_s"][m] / 60)
 
+    # The node's steal, when sustained (the rules' node:contention_node_cpu_steal:sustained).
+    steal = f.evidence.get("node_cpu_steal_ratio") or []
+    steal_on = bool(steal) and all(x is not None and x >= th.cpu_steal_ratio for x in steal)
+    steal_pct = humanize_percentage(steal[-1]) if steal_on else ""
     victim = _victim_t(labels)
     w = th.window_minutes
-    k = f.kind
     if k is Kind.CPU_THROTTLED:
         ratio = f.evidence["throttled_ratio"]
         desc = (
@@ -143,12 +169,22 @@ def alert_annotations(  # noqa: C901 - one description per finding kind
             f"caused {humanize_percentage(f.culprit.blame_share)} of its run-queue wait over the "
             f"last {w}m while using more CPU than it requested (or having no request)."
         )
+        if steal_on:
+            desc += (
+                f" The hypervisor also took {steal_pct} of the node's CPU time (steal) in the "
+                "latest minute."
+            )
     elif k is Kind.CPU_CONTENDED:
         desc = (
             f"{victim} is stalled waiting for CPU (cpu pressure some {q_rate('cpu_some_s')}, "
             f"run-queue p99 {q_p99()} in the latest minute), but no single neighbour caused "
-            f"{th.blame_share * 100:g}% of its wait while running beyond its CPU request: the "
-            "node is oversubscribed."
+            f"{th.blame_share * 100:g}% of its wait while running beyond its CPU request: "
+        ) + (
+            f"the hypervisor took {steal_pct} of the node's CPU time (steal) in the latest "
+            "minute, so the CPU it misses went to other guests on the host, not to an "
+            "oversubscribed node (see ContentionCPUSteal)."
+            if steal_on
+            else "the node is oversubscribed."
         )
     elif k is Kind.MEMORY_PRESSURE:
         if f.culprit is not None:
@@ -175,6 +211,10 @@ def alert_annotations(  # noqa: C901 - one description per finding kind
             "the latest minute) while hitting its own memory limit (memory.events high/max "
             "rising); the node is not under memory pressure beyond its own stall."
         )
+    return _annotations(k, th, desc)
+
+
+def _annotations(k: Kind, th: Thresholds, desc: str) -> dict[str, str]:
     return {
         "summary": SUMMARIES[k],
         "description": desc,

@@ -101,3 +101,4 @@ def test_every_kind_and_severity_is_exercised(corpus: list[Scenario], th: Thresh
     for kind in ("memory-pressure", "memory-limit-thrash"):
         assert (kind, "warning") in seen
     assert ("memory-pressure", "critical") in seen
+    assert ("cpu-steal", "warning") in seen

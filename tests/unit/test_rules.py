@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from exporter.findings import load_thresholds
-from exporter.findings.model import Kind
+from exporter.findings.model import NODE_KINDS, Kind
 from exporter.findings.thresholds import Thresholds, from_mapping
 from exporter.rules import health
 from exporter.rules import promtool as promtool_wrapper
@@ -97,6 +97,9 @@ def test_naming_conventions(rules: list[dict[str, Any]]) -> None:
         if a["alert"] in health.ALERTS:
             assert "$labels.instance" in ann["description"] or "absent(" in a["expr"]
             assert a["for"], "self-monitoring alerts wait their configured duration"
+        elif a["labels"]["finding"] in NODE_KINDS:  # about the node: no victim labels
+            assert "$labels.cgroup" not in ann["description"]
+            assert "for" not in a, "the sustain is in the expression (offset), see docs"
         else:
             assert "$labels.cgroup" in ann["description"]
             assert "for" not in a, "the sustain is in the expression (offset), see docs"
@@ -110,6 +113,16 @@ def test_severities_per_kind(rules: list[dict[str, Any]]) -> None:
         assert sev[ALERT_NAMES[kind]] == {"critical", "warning", "info"}
     for kind in (Kind.MEMORY_PRESSURE, Kind.MEMORY_LIMIT_THRASH):
         assert sev[ALERT_NAMES[kind]] == {"critical", "warning"}
+    assert sev[ALERT_NAMES[Kind.CPU_STEAL]] == {"warning"}
+
+
+def test_cpu_steal_names_the_hypervisor_and_needs_stalled_containers(
+    rules: list[dict[str, Any]],
+) -> None:
+    (a,) = [r for r in rules if r.get("alert") == ALERT_NAMES[Kind.CPU_STEAL]]
+    assert a["labels"]["culprit_kind"] == a["labels"]["culprit"] == "hypervisor"
+    assert "node:contention_node_cpu_steal:sustained" in a["expr"]
+    assert "count by(instance) (cgroup:contention_cpu_unthrottled_stall:sustained)" in a["expr"]
 
 
 def test_runbook_anchors_exist(rules: list[dict[str, Any]]) -> None:

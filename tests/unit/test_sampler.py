@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 from exporter.cgroupfs import mode
+from exporter.cgroupfs.procfs import USER_HZ
+from exporter.findings import evaluate, load_thresholds
+from exporter.findings.model import Kind
 from exporter.identity import Identity
 from exporter.metadata_file import FileIdentityResolver, MetadataFileError
 from exporter.sampler import Sampler
@@ -419,3 +422,59 @@ def test_exported_blame_share_counts_the_minute_in_progress(tree: Tree) -> None:
     assert shares == [("/system.slice/victim.service", "/system.slice/hog.service", 1.0)]
     assert v.window is not None
     assert all(not cw.folds for cw in v.window.containers.values())  # nothing complete yet
+
+
+def _proc_stat(ctxt: int, steal: int | None) -> str:
+    """/proc/stat of a 2-CPU node; ``steal=None``: a kernel before 2.6.11 (7 CPU times)."""
+    tail = "" if steal is None else f" {steal} 0 0"
+    return (
+        f"cpu  100 0 50 1000 5 0 1{tail}\ncpu0 50 0 25 500 2 0 1\ncpu1 50 0 25 500 3 0 0\n"
+        f"ctxt {ctxt}\n"
+    )
+
+
+def test_replayed_steal_becomes_a_cpu_steal_finding(tree: Tree) -> None:
+    """Replayed /proc/stat and cgroup files through the sampler, the window and the
+    evaluator: 30% steal on a 2-CPU node while a container is stalled (PSI some 25%)
+    is cpu-steal from the second whole minute, and the container's cpu-contended says
+    the CPU went to steal (docs/findings.md#cpu-steal)."""
+    th = load_thresholds()
+    s = tree.sampler(window_minutes=5)
+    for k in range(4):  # passes at 600, 660, ..., 780: minutes 600-720 complete
+        steal_ticks = int(k * 36 * USER_HZ)  # 36 CPU-seconds a minute: 30% of 2 CPUs
+        write(tree.root / "proc/stat", _proc_stat(1000 * k, steal_ticks))
+        tree.cgroup("/a", usage=k * 30_000_000, cpu_some=k * 15_000_000)
+        s.run_once(now=600.0 + 60 * k)
+    w = s.window()  # minute 600 is the baseline pass alone: no deltas, no steal
+    assert [n.steal_s for n in w.node] == [None, pytest.approx(36.0), pytest.approx(36.0)]
+    findings = {f.kind: f for f in evaluate(w, th, 780.0)}
+    assert set(findings) == {Kind.CPU_CONTENDED, Kind.CPU_STEAL}
+    steal = findings[Kind.CPU_STEAL]
+    assert steal.culprit is not None and steal.culprit.kind == "hypervisor"
+    assert steal.culprit.blame_share == pytest.approx(0.3)
+    assert steal.evidence["stalled_containers"] == ["/a"]
+    contended = findings[Kind.CPU_CONTENDED]
+    assert contended.evidence["node_cpu_steal_ratio"] == [pytest.approx(0.3)] * 2
+    assert "steal" in contended.message and "oversubscribed" not in contended.message
+    assert "hypervisor" in contended.remediation
+
+
+def test_proc_stat_without_steal_column_says_so(
+    tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A /proc/stat with 7 CPU times: steal is unknown (None, never 0), the exporter
+    says so once, and the evaluator cannot fire cpu-steal; the stall is still judged."""
+    th = load_thresholds()
+    s = tree.sampler(window_minutes=5)
+    for k in range(4):
+        write(tree.root / "proc/stat", _proc_stat(1000 * k, None))
+        tree.cgroup("/a", usage=k * 30_000_000, cpu_some=k * 15_000_000)
+        s.run_once(now=600.0 + 60 * k)
+    w = s.window()
+    assert [n.steal_s for n in w.node] == [None] * 3
+    assert [n.context_switches for n in w.node] == [0, 1000, 1000]  # the rest is read
+    assert sum("no steal column" in r.getMessage() for r in caplog.records) == 1
+    (f,) = evaluate(w, th, 780.0)
+    assert f.kind is Kind.CPU_CONTENDED
+    assert f.evidence["node_cpu_steal_ratio"] == [None, None]
+    assert "steal" not in f.message and "oversubscribed" in f.remediation
