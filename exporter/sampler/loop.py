@@ -29,6 +29,7 @@ from ..identity import HostIdentityResolver, Identity, IdentityResolver
 from ..probe.fold import ProbeFolds, ProbeSnapshot
 from ..window.fold import WindowFolds
 from ..window.model import CulpritKey, Window
+from .departed import Departed
 from .entitlement import cpu_entitlement, cpu_limit_cores, memory_entitlement, memory_limit_bytes
 from .snapshot import CollectorStatus, ContainerSample, NodeSample, Snapshot
 
@@ -63,6 +64,8 @@ class Sampler:
         self.folds = WindowFolds(window_minutes)
         self._probe_folds = ProbeFolds(probe) if probe is not None else None
         self._others: dict[int, Identity] = {}
+        # Culprits whose cgroup went away keep their names while their blame counts.
+        self._departed = Departed(Departed.retention_s(window_minutes, interval))
         self._skipped = dict.fromkeys(SKIP_REASONS, 0)
         self._warned: set[tuple[str, str]] = set()
         self._passes = 0
@@ -90,7 +93,8 @@ class Sampler:
         does), not after the probe was closed."""
         with self._lock:
             loaded = self.probe is not None and self.probe.loaded
-            return self.folds.window(self.cpu_cores, self.memory_bytes, self._others, loaded)
+            others = {**self._departed.names(), **self._others}
+            return self.folds.window(self.cpu_cores, self.memory_bytes, others, loaded)
 
     def blame_in_progress(self) -> dict[int, dict[CulpritKey, float]]:
         """Each tracked cgroup's blame in the minute that is not complete yet."""
@@ -187,7 +191,7 @@ class Sampler:
         try:
             snap = self._probe_folds.pass_(
                 {c.cgroup_id for c in containers},
-                self._owned,
+                {**self._departed.owned(), **self._owned},
                 self._all_ids,
                 self.folds.current(),
                 self._passes,
@@ -261,6 +265,7 @@ class Sampler:
         if len(self._classify_cache) > 4 * (len(seen) + 64):
             self._classify_cache.clear()
         self._owned, self._all_ids, self._others = owned, all_ids, others
+        self._departed.update({**others, **{c.cgroup_id: c.identity for c in out}}, owned, now)
         return out, True
 
     def _warn_once(self, path: str, msg: str) -> None:

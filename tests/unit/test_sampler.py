@@ -478,3 +478,56 @@ def test_proc_stat_without_steal_column_says_so(
     assert f.kind is Kind.CPU_CONTENDED
     assert f.evidence["node_cpu_steal_ratio"] == [None, None]
     assert "steal" not in f.message and "oversubscribed" in f.remediation
+
+
+def rmtree(d: Path) -> None:
+    for sub in sorted(d.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        sub.rmdir() if sub.is_dir() else sub.unlink()
+    d.rmdir()
+
+
+def test_departed_culprit_keeps_its_name_while_its_blame_counts(tree: Tree) -> None:
+    """A culprit container replaced every ~20 s: its blame, polled after its cgroup is
+    gone, still names it (and a departed sub-cgroup's blame goes to its owner), in the
+    window and the exported shares, until no minute it could be blamed in is left."""
+    from exporter.findings import load_thresholds
+    from exporter.findings.aggregates import identities
+    from exporter.probe import BlameCell, ProbeDelta
+    from exporter.probe.blame import blame_shares, unknown_blame_ratio
+
+    victim = tree.cgroup("/system.slice/victim.service")
+    job = tree.cgroup("/system.slice/job-1.service")
+    sub = job / "worker"
+    sub.mkdir()
+    ids = {p: os.stat(p).st_ino for p in (victim, job, sub)}
+    probe = FakeProbe()
+    s = tree.sampler(probe=probe, interval=5.0)
+    s.run_once(now=600.0)
+    rmtree(job)  # replaced: gone before the next poll brings its last waits
+    probe.deltas.append(
+        ProbeDelta(
+            interval_s=5.0,
+            blame={ids[victim]: {ids[job]: BlameCell(0.4, 5), ids[sub]: BlameCell(0.2, 3)}},
+        )
+    )
+    s.run_once(now=605.0)
+    s.run_once(now=660.0)  # completes minute 600
+    w = s.window()
+    assert ids[job] not in w.containers
+    names = identities(w)
+    assert names[ids[job]].cgroup == "/system.slice/job-1.service"
+    (fold,) = w.containers[ids[victim]].folds
+    assert fold.blame_s == {ids[job]: pytest.approx(0.6)}  # the sub-cgroup's owner
+    rows = [fold.blame_s]
+    assert unknown_blame_ratio(rows, names) == 0.0
+    (share,) = blame_shares(fold.blame_s, names)
+    assert share.culprit.culprit == "system.slice/job-1.service"
+
+    # Still named while minute 600 can count in the window (5 minutes, plus the
+    # minute before a boundary, plus one pass); forgotten after.
+    th = load_thresholds()
+    keep = (th.window_minutes + 2) * 60 + 5.0
+    s.run_once(now=600.0 + keep)
+    assert ids[job] in identities(s.window())
+    s.run_once(now=600.0 + keep + 10)
+    assert ids[job] not in identities(s.window())
