@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
+from exporter.probe import SchedProbe
 from labs import LabCgroup, LabError, LabLayout, cleanup_stale, unavailable_reason
 from labs.exporter_proc import ExporterProcess
+from tests.support.probe_loaders import LOADERS, probe_loader
 
 MakeLab = Callable[..., LabCgroup]
 
@@ -69,6 +71,20 @@ def make_lab(lab_layout: LabLayout, request: pytest.FixtureRequest) -> Iterator[
                 errors.append(f"{lab.path}: {e}")
         if errors:
             pytest.fail("lab cleanup failed: " + "; ".join(errors), pytrace=False)
+
+
+@pytest.fixture(params=LOADERS)
+def loader(request: pytest.FixtureRequest) -> str:
+    """The scheduler probe's loader: probe tests run once per loader (same semantics)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def load_probe(loader: str) -> Iterator[Callable[..., SchedProbe]]:
+    """``load_probe(**knobs)`` -> a SchedProbe loaded by the test's loader (``loader=``
+    in the knobs overrides it), closed after the test; skipped (failed under CI) with
+    the reason when this machine cannot load it."""
+    yield from probe_loader(loader)
 
 
 @pytest.fixture(scope="module")

@@ -16,69 +16,20 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
 
 import pytest
 
 from exporter.probe import ProbeDelta, SchedProbe
-from exporter.probe.status import (
-    REASON_LIBBPF_MISSING,
-    REASON_NO_BCC,
-    REASON_NO_BTF,
-    REASON_NO_HEADERS,
-    REASON_NO_TRACEFS,
-    REASON_NOT_ROOT,
-)
 from exporter.window import CULPRIT_IDLE, CULPRIT_UNATTRIBUTED
 from labs import LabCgroup, Worker, spawn_busy, spawn_periodic
+from tests.support.probe_loaders import SKIP_REASONS, cannot_load
 
 pytestmark = [pytest.mark.kernel, pytest.mark.probe]
 
 MakeLab = Callable[..., LabCgroup]
 UNIFIED = "/sys/fs/cgroup/unified"
-# Reasons that mean "this machine cannot run this loader": skip, except in CI, where
-# scripts/setup.sh --test installs both and a skip would hide a broken setup.
-SKIP_REASONS = {
-    "core": (REASON_NOT_ROOT, REASON_NO_BTF, REASON_LIBBPF_MISSING),
-    "bcc": (REASON_NOT_ROOT, REASON_NO_BCC, REASON_NO_HEADERS, REASON_NO_TRACEFS),
-}
-
-
-def cannot_load(loader: str, reason: str, detail: str) -> NoReturn:
-    msg = f"{loader} probe cannot load here: {reason}: {detail}"
-    if reason in SKIP_REASONS[loader] and not os.environ.get("CI"):
-        pytest.skip(msg)
-    pytest.fail(msg)
-
-
-@pytest.fixture(params=["core", "bcc"])
-def loader(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def load_probe(loader: str) -> Iterator[Callable[..., SchedProbe]]:
-    """``load_probe(**knobs)`` -> a SchedProbe loaded by the test's loader (``loader=``
-    in the knobs overrides it), closed after the test."""
-    made: list[SchedProbe] = []
-
-    def load(**kw: Any) -> SchedProbe:
-        kw.setdefault("loader", loader)
-        p = SchedProbe(**kw)
-        made.append(p)
-        st = p.load()
-        if not st.loaded:
-            cannot_load(kw["loader"], st.reason, st.detail)
-        assert st.loaded and st.loader == kw["loader"] and st.reason == "", st
-        return p
-
-    try:
-        yield load
-    finally:
-        for p in made:
-            p.close()
 
 
 def pin(workers: list[Worker], cpu: int) -> None:
