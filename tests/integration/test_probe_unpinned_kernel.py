@@ -1,0 +1,196 @@
+"""Blame accuracy with nothing pinned, on the real kernel (docs/probe.md, "Accuracy
+with nothing pinned"): victims and culprits spread over every CPU as the scheduler
+places and migrates them.
+
+Truth comes from the kernel: each lab culprit's CPU use from its ``cpu.stat`` over
+each window. Per victim-window the error is the largest gap, in points, between a
+culprit's share of the victim's wait blamed on lab culprits and its share of the lab
+culprits' CPU use (``tests/support/accuracy.py``). Targets: within ±10 points in at
+least 90 % of victim-windows, and at least 85 % of the victims' wait blamed on the lab's
+culprits. Every run prints the error distribution.
+
+Run under ``flock /tmp/contention-kernel.lock``: the machine's other work competes
+for the same CPUs (the culprits' weights keep it a small share of the CPU).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+from exporter.probe import ProbeDelta, SchedProbe
+from labs import LabCgroup, LabError, spawn_busy, spawn_periodic
+from tests.support.accuracy import Distribution, split_error_pp
+
+pytestmark = [pytest.mark.kernel, pytest.mark.probe]
+
+MakeLab = Callable[..., LabCgroup]
+WINDOW_S = 2.0
+TARGET_WITHIN = 0.90
+TARGET_LAB_SHARE = 0.85
+# Victims: a light periodic load (1 ms of CPU every 10 ms) with the weight of a 250m
+# request, so it waits its turn behind the culprits' slices (docs/probe.md explains
+# why a default-weight victim preempts a light culprit sooner than a heavy one). The
+# culprits weigh 32-120 times more, so the machine's own work (tasks at the root
+# cgroup, weight 1024 each) takes a small share of the CPU; much heavier culprits
+# starve the victims into waits longer than the slice ring covers (measured: 512:1
+# left a third of the wait unattributed).
+VICTIM_SHARES = 256
+
+
+@dataclass
+class Run:
+    """Per victim-window errors and the victims' wait, blamed on lab culprits or not."""
+
+    errors: list[float] = field(default_factory=list)
+    lab_s: float = 0.0
+    total_s: float = 0.0
+    rows: list[str] = field(default_factory=list)
+
+    def add(
+        self, d: ProbeDelta, victims: list[int], used: dict[int | str, float], label: str
+    ) -> None:
+        for v in victims:
+            row: dict[int | str, float] = {k: c.wait_s for k, c in d.blame.get(v, {}).items()}
+            # Wait behind the victim's own tasks or the other victims is not blame on a
+            # neighbour, nor is the lab's own harness: count it neither way.
+            total = sum(s for k, s in row.items() if k not in victims)
+            lab = sum(row.get(k, 0.0) for k in used)
+            self.total_s += total
+            self.lab_s += lab
+            if lab > 0 and sum(used.values()) > 0:
+                err = split_error_pp(row, used)
+                self.errors.append(err)
+                self.rows.append(f"{label} victim {v}: error {err:.1f} lab {lab / total:.2f}")
+
+    def check(self, name: str) -> Distribution:
+        dist = Distribution.of(self.errors)
+        lab_share = self.lab_s / self.total_s if self.total_s else 0.0
+        print(f"{name}: {dist}; blamed on lab culprits {lab_share:.1%}")
+        print("\n".join(self.rows))
+        assert dist.n >= 10, f"too few victim-windows with blame: {dist.n}"
+        assert dist.within >= TARGET_WITHIN, str(dist)
+        assert lab_share >= TARGET_LAB_SHARE, (lab_share, self.total_s)
+        return dist
+
+
+def usage(labs: list[LabCgroup]) -> dict[int | str, float]:
+    return {lab.cgroup_id: lab.cpu_usage_usec() / 1e6 for lab in labs}
+
+
+def test_unpinned_two_weighted_culprits(
+    make_lab: MakeLab, load_probe: Callable[..., SchedProbe]
+) -> None:
+    """Two victims and two culprits weighted 1:3 (two busy loops each), nothing pinned."""
+    probe = load_probe()
+    victims = [make_lab(f"unpinned-victim{i}", cpu_shares=VICTIM_SHARES) for i in range(2)]
+    culprits = [
+        make_lab("unpinned-light", cpu_shares=8192),
+        make_lab("unpinned-heavy", cpu_shares=24576),
+    ]
+    vids = [v.cgroup_id for v in victims]
+    probe.set_tracked(vids)
+    windows = 8
+    secs = windows * WINDOW_S + 2.0
+    # Victims first: a light-weight worker starting behind heavy culprits takes long.
+    for v in victims:
+        spawn_periodic(v, work_ms=1.0, period_ms=10.0, seconds=secs)
+    for c in culprits:
+        spawn_busy(c, threads=2, seconds=secs)
+    time.sleep(1.0)
+    probe.poll()
+    before = usage(culprits)
+    run = Run()
+    for i in range(windows):
+        time.sleep(WINDOW_S)
+        d = probe.poll()
+        now = usage(culprits)
+        used = {k: now[k] - before[k] for k in now}
+        before = now
+        run.add(d, vids, used, f"w{i}")
+    run.check("unpinned, two culprits 1:3")
+
+
+def test_unpinned_many_containers_with_churn(
+    make_lab: MakeLab, load_probe: Callable[..., SchedProbe]
+) -> None:
+    """32 lab cgroups: 4 victims, 4 culprits weighted 1:2:3:4, and 24 light containers
+    (a short tick every 100 ms), a quarter of which are removed and re-created while
+    the run goes on. The light containers are culprits too, and so are the churned
+    ones: their CPU use until removal counts in their window."""
+    probe = load_probe()
+    victims = [make_lab(f"many-victim{i}", cpu_shares=VICTIM_SHARES) for i in range(4)]
+    culprits = [make_lab(f"many-hog{i}", cpu_shares=3072 * (i + 1)) for i in range(4)]
+    vids = [v.cgroup_id for v in victims]
+    probe.set_tracked(vids)
+    windows = 8
+    secs = windows * WINDOW_S + 3.0
+    light = [make_lab(f"many-light{i}", cpu_shares=VICTIM_SHARES) for i in range(24)]
+    for lab in victims + light:  # light workers first, then the heavy culprits
+        spawn_periodic(
+            lab,
+            work_ms=1.0 if lab in victims else 0.5,
+            period_ms=10.0 if lab in victims else 100.0,
+            seconds=secs,
+        )
+    for c in culprits:
+        spawn_busy(c, threads=1, seconds=secs)
+    assert len(victims) + len(culprits) + len(light) >= 30
+
+    lock = threading.Lock()
+    gone_used: dict[int | str, float] = {}  # removed light containers' final CPU use
+    stop = threading.Event()
+    churned = 0
+    errors: list[str] = []
+
+    def churn() -> None:
+        nonlocal churned
+        while not stop.wait(0.5):
+            slot = churned % 6  # the first six light containers come and go
+            try:
+                with lock:
+                    old = light[slot]
+                    gone_used[old.cgroup_id] = old.cpu_usage_usec() / 1e6
+                    old.remove()
+                    light[slot] = new = make_lab(
+                        f"many-light{slot}-{churned}", cpu_shares=VICTIM_SHARES
+                    )
+                left = secs - (time.monotonic() - started)
+                if left > 1.0:
+                    spawn_periodic(new, work_ms=0.5, period_ms=100.0, seconds=left)
+            except (LabError, OSError) as e:
+                errors.append(str(e))
+                return
+            churned += 1
+
+    started = time.monotonic()
+    time.sleep(1.0)
+    probe.poll()
+    with lock:
+        before = usage(culprits + light)
+    t = threading.Thread(target=churn, name="lab-churn", daemon=True)
+    t.start()
+    run = Run()
+    try:
+        for i in range(windows):
+            time.sleep(WINDOW_S)
+            with lock:
+                d = probe.poll()
+                now = usage(culprits + light)
+                now.update(gone_used)
+                gone = set(gone_used)
+                gone_used.clear()
+            used = {k: v - before.get(k, 0.0) for k, v in now.items()}
+            before = {k: v for k, v in now.items() if k not in gone}
+            run.add(d, vids, used, f"w{i}")
+    finally:
+        stop.set()
+        t.join(10.0)
+    assert not errors, errors
+    print(f"{churned} light containers removed and re-created during the run")
+    assert churned >= 10
+    run.check("unpinned, 32 cgroups with churn")
