@@ -517,7 +517,8 @@ def test_departed_culprit_keeps_its_name_while_its_blame_counts(tree: Tree) -> N
     names = identities(w)
     assert names[ids[job]].cgroup == "/system.slice/job-1.service"
     (fold,) = w.containers[ids[victim]].folds
-    assert fold.blame_s == {ids[job]: pytest.approx(0.6)}  # the sub-cgroup's owner
+    assert fold.blame_s is not None and fold.blame_s[ids[job]] == pytest.approx(0.6)
+    assert set(fold.blame_s) == {ids[job]}  # the sub-cgroup's owner
     rows = [fold.blame_s]
     assert unknown_blame_ratio(rows, names) == 0.0
     (share,) = blame_shares(fold.blame_s, names)
