@@ -289,13 +289,21 @@ class LabCgroup:
         layout: LabLayout | None = None,
         owner_dir: str = OWNER_DIR,
         parent: LabCgroup | None = None,
+        memory_max: int | None = None,
+        memory_high: int | None = None,
     ) -> LabCgroup:
         """Make the lab container (both hierarchies on a hybrid node) and set its CPU
         limit (``cpu_quota_cores`` times the period) and weight (``cpu_shares`` or
         ``cpu_weight``, converted for the hierarchy that holds it).
 
         With ``parent`` (another lab cgroup) it is made inside the parent, like a pod's
-        container inside ``kubepods``; remove the children before the parent.
+        container inside ``kubepods``; remove the children before the parent. On pure
+        cgroup v2 the parent delegates its controllers to its children first (its
+        ``cgroup.subtree_control``), as systemd does for a pod's slice.
+
+        ``memory_max`` / ``memory_high`` (bytes) are the container's ``memory.max`` and
+        ``memory.high``: pure cgroup v2 only (the v1 memory hierarchy of hybrid nodes
+        is never touched).
 
         A leftover of the same name from a dead owner is removed first; one that a live
         process owns raises :class:`LabError`.
@@ -305,8 +313,36 @@ class LabCgroup:
         if parent is not None:
             layout = parent.layout
         lab = cls(name, layout or detect_layout(), owner_dir, parent=parent)
+        if (memory_max, memory_high) != (None, None) and lab.layout.mode != "v2":
+            raise LabUnavailable(
+                "memory limits need pure cgroup v2: the labs never touch v1 memory"
+            )
+        if parent is not None and lab.layout.mode == "v2":
+            parent._delegate()
         lab._make(cpu_quota_cores, cpu_period_us, cpu_shares, cpu_weight)
+        try:
+            for fname, value in (("memory.max", memory_max), ("memory.high", memory_high)):
+                if value is not None:
+                    _write(os.path.join(lab.v2_dir, fname), str(value))
+        except BaseException:
+            with contextlib.suppress(LabError, OSError):
+                lab.remove()
+            raise
         return lab
+
+    def _delegate(self) -> None:
+        """Enable for this (pure v2, process-free) cgroup's children the controllers it
+        has among cpu, memory, io and pids."""
+        with open(os.path.join(self.v2_dir, "cgroup.controllers")) as f:
+            have = set(f.read().split())
+        with open(os.path.join(self.v2_dir, "cgroup.subtree_control")) as f:
+            on = set(f.read().split())
+        want = [c for c in ("cpu", "memory", "io", "pids") if c in have and c not in on]
+        if want:
+            _write(
+                os.path.join(self.v2_dir, "cgroup.subtree_control"),
+                " ".join("+" + c for c in want),
+            )
 
     def _dirs(self) -> list[str]:
         return [d for d in (self.v2_dir, self.v1_cpu_dir) if d is not None]
@@ -415,21 +451,17 @@ class LabCgroup:
             return f.read()
 
     def cpu_usage_usec(self) -> int:
-        return _keyed(self.read("cpu.stat"))["usage_usec"]
+        return flat_keyed(self.read("cpu.stat"))["usage_usec"]
 
     def cpu_pressure_total_usec(self, line: str = "some") -> int:
-        for row in self.read("cpu.pressure").splitlines():
-            fields = row.split()
-            if fields and fields[0] == line:
-                return int(fields[-1].split("=", 1)[1])
-        raise LabError(f"no {line!r} line in {self.v2_dir}/cpu.pressure")
+        return psi_total_usec(self.read("cpu.pressure"), line, f"{self.v2_dir}/cpu.pressure")
 
     def throttling(self) -> tuple[int, int, float]:
         """``(nr_periods, nr_throttled, throttled_seconds)`` from the kernel."""
         if self.v1_cpu_dir is not None:
-            s = _keyed(self.read("cpu.stat", "cpu"))
+            s = flat_keyed(self.read("cpu.stat", "cpu"))
             return s["nr_periods"], s["nr_throttled"], s["throttled_time"] / 1e9
-        s = _keyed(self.read("cpu.stat"))
+        s = flat_keyed(self.read("cpu.stat"))
         return s.get("nr_periods", 0), s.get("nr_throttled", 0), s.get("throttled_usec", 0) / 1e6
 
     # removal ----------------------------------------------------------------------------
@@ -479,7 +511,9 @@ class LabCgroup:
         return f"LabCgroup({self.path!r}, mode={self.layout.mode})"
 
 
-def _keyed(text: str) -> dict[str, int]:
+def flat_keyed(text: str) -> dict[str, int]:
+    """A flat-keyed cgroup file (``cpu.stat``, ``memory.stat``, ``memory.events``):
+    ``key value`` per line, integers only; anything else is left out."""
     out: dict[str, int] = {}
     for line in text.splitlines():
         parts = line.split()
@@ -487,6 +521,15 @@ def _keyed(text: str) -> dict[str, int]:
             with contextlib.suppress(ValueError):
                 out[parts[0]] = int(parts[1])
     return out
+
+
+def psi_total_usec(text: str, line: str, source: str) -> int:
+    """The ``total=`` microseconds of a PSI file's ``some`` or ``full`` line."""
+    for row in text.splitlines():
+        fields = row.split()
+        if fields and fields[0] == line:
+            return int(fields[-1].split("=", 1)[1])
+    raise LabError(f"no {line!r} line in {source}")
 
 
 def iter_lab_dirs(layout: LabLayout, prefix: str = PREFIX) -> Iterator[str]:

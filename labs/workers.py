@@ -29,6 +29,7 @@ from typing import Any
 from .cgroups import LabCgroup, LabError
 
 WORKER_SCRIPT = str(Path(__file__).with_name("_worker.py"))
+MEMORY_WORKER_SCRIPT = str(Path(__file__).with_name("_memory_worker.py"))
 READY_TIMEOUT = 10.0
 
 
@@ -94,7 +95,14 @@ class Worker:
         return data
 
 
-def _spawn(lab: LabCgroup, seconds: float, mode_args: list[str], kind: str) -> Worker:
+def _spawn(
+    lab: LabCgroup,
+    seconds: float,
+    mode_args: list[str],
+    kind: str,
+    script: str = WORKER_SCRIPT,
+    ready_timeout: float = READY_TIMEOUT,
+) -> Worker:
     if lab.removed:
         raise LabError(f"{lab.path} was removed")
     if not 0 < seconds <= 3600:
@@ -103,7 +111,7 @@ def _spawn(lab: LabCgroup, seconds: float, mode_args: list[str], kind: str) -> W
     fd, result_path = tempfile.mkstemp(prefix=f"{kind}-", suffix=".json", dir=lab.results_dir())
     os.close(fd)
     os.unlink(result_path)
-    argv = [sys.executable, "-I", WORKER_SCRIPT]
+    argv = [sys.executable, "-I", script]
     for f in lab.procs_files():
         argv += ["--procs", f]
     argv += ["--seconds", f"{seconds:.3f}", "--result", result_path, *mode_args]
@@ -119,12 +127,12 @@ def _spawn(lab: LabCgroup, seconds: float, mode_args: list[str], kind: str) -> W
     lab.workers.append(worker)  # from here on lab.remove() stops it
     assert popen.stdout is not None
     line = b""
-    deadline = time.monotonic() + READY_TIMEOUT
+    deadline = time.monotonic() + ready_timeout
     try:
         while not line.endswith(b"\n"):
             left = deadline - time.monotonic()
             if left <= 0:
-                raise LabError(f"{kind} worker for {lab.path} not ready in {READY_TIMEOUT:.0f}s")
+                raise LabError(f"{kind} worker for {lab.path} not ready in {ready_timeout:.0f}s")
             r, _, _ = select.select([popen.stdout], [], [], min(left, 0.2))
             if r:
                 chunk = os.read(popen.stdout.fileno(), 4096)
@@ -168,4 +176,15 @@ def spawn_periodic(
         seconds,
         ["periodic", "--work-ms", str(work_ms), "--period-ms", str(period_ms)],
         "periodic",
+    )
+
+
+def spawn_memory(
+    lab: LabCgroup, mode_args: list[str], seconds: float, ready_timeout: float = 120.0
+) -> Worker:
+    """A memory workload (``_memory_worker.py``: ``anon``, ``scan`` or ``fill`` and its
+    options) in ``lab`` for ``seconds``. A ``scan`` is ready once its file is written,
+    which can take a while on a slow machine: hence the longer ``ready_timeout``."""
+    return _spawn(
+        lab, seconds, mode_args, f"memory-{mode_args[0]}", MEMORY_WORKER_SCRIPT, ready_timeout
     )
