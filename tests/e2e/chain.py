@@ -20,11 +20,13 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
-from labs.exporter_proc import free_port, terminate
+from exporter.rules.generator import ALERT_NAMES
+from labs.exporter_proc import exporter_command, free_port, terminate
+from labs.scenarios import LAB_CONTAINER, LAB_NAMESPACE
 
 PROMETHEUS = "prometheus"
 ALERTMANAGER = "prometheus-alertmanager"
@@ -226,6 +228,60 @@ def prepare_rule_file(generated: str, out_path: str) -> str:
     if res.returncode != 0:
         raise ChainError(f"promtool check rules {out_path} failed:\n{res.stdout}{res.stderr}")
     return out_path
+
+
+def generate_rules(workdir: str, config: str) -> tuple[str, list[dict[str, Any]]]:
+    """``contention-exporter rules generate --config <config>`` with the rule group
+    evaluated every :data:`RULE_EVAL_INTERVAL`: the rule file for :class:`Chain`'s
+    Prometheus (checked by promtool) and the inhibit rules for its Alertmanager, both
+    as shipped."""
+    out_dir = os.path.join(workdir, "generated")
+    res = subprocess.run(
+        [
+            *exporter_command(),
+            "rules",
+            "generate",
+            "--config",
+            config,
+            "--out-dir",
+            out_dir,
+            "--interval",
+            RULE_EVAL_INTERVAL,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if res.returncode != 0:
+        raise ChainError(f"rules generate failed ({res.returncode}):\n{res.stdout}{res.stderr}")
+    rule_file = prepare_rule_file(
+        os.path.join(out_dir, "rules", "contention.rules.yaml"),
+        os.path.join(workdir, "contention.rules.e2e.yaml"),
+    )
+    with open(os.path.join(out_dir, "rules", "alertmanager.inhibit.yaml")) as f:
+        inhibit: list[dict[str, Any]] = yaml.safe_load(f)["inhibit_rules"]
+    return rule_file, inhibit
+
+
+class LabLike(Protocol):
+    def pod(self, role: str) -> str: ...
+
+
+def expected_alert_labels(
+    kind: str, severity: str, victim: str, lab: LabLike, instance: str, job: str
+) -> dict[str, str]:
+    """An expected alert's name, severity, kind and victim labels, for a lab container
+    named by the labs' metadata file (so by namespace/pod/container, not its path)."""
+    return {
+        "alertname": ALERT_NAMES[kind],  # type: ignore[index]
+        "severity": severity,
+        "finding": kind,
+        "namespace": LAB_NAMESPACE,
+        "pod": lab.pod(victim),
+        "container": LAB_CONTAINER,
+        "instance": instance,
+        "job": job,
+    }
 
 
 @dataclass

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -37,16 +36,15 @@ import yaml
 
 from exporter.findings.thresholds import Thresholds, load_thresholds
 from labs.cgroups import LabError, LabLayout, cleanup_stale, detect_layout
-from labs.exporter_proc import ExporterError, ExporterProcess, exporter_command
+from labs.exporter_proc import ExporterError, ExporterProcess
 from labs.replay import REPLAYS, ReplayLab, ReplayRun
 from labs.scenarios import LabRun, MetadataFile, finding_key, write_short_window_config
 from tests.e2e.chain import (
-    RULE_EVAL_INTERVAL,
     Chain,
     ChainError,
     container_of,
+    generate_rules,
     missing_binaries,
-    prepare_rule_file,
 )
 from tests.e2e.dashboard_queries import all_panel_queries
 
@@ -231,37 +229,6 @@ def _monitor(e2e: E2E, stop: threading.Event) -> None:
                         )
 
 
-def _generate_rules(workdir: str, config: str) -> tuple[str, list[dict[str, Any]]]:
-    """``rules generate`` with the session's config: the rule file for Prometheus and
-    the inhibit rules for Alertmanager, both as shipped."""
-    out_dir = os.path.join(workdir, "generated")
-    res = subprocess.run(
-        [
-            *exporter_command(),
-            "rules",
-            "generate",
-            "--config",
-            config,
-            "--out-dir",
-            out_dir,
-            "--interval",
-            RULE_EVAL_INTERVAL,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if res.returncode != 0:
-        raise ChainError(f"rules generate failed ({res.returncode}):\n{res.stdout}{res.stderr}")
-    rule_file = prepare_rule_file(
-        os.path.join(out_dir, "rules", "contention.rules.yaml"),
-        os.path.join(workdir, "contention.rules.e2e.yaml"),
-    )
-    with open(os.path.join(out_dir, "rules", "alertmanager.inhibit.yaml")) as f:
-        inhibit: list[dict[str, Any]] = yaml.safe_load(f)["inhibit_rules"]
-    return rule_file, inhibit
-
-
 @pytest.fixture(scope="session")
 def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
     missing = missing_binaries()
@@ -275,7 +242,7 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
     with open(config, "a") as f:
         f.write(yaml.safe_dump(RULE_PACK, sort_keys=False))
     th = load_thresholds(config)
-    rule_file, inhibit_rules = _generate_rules(workdir, config)
+    rule_file, inhibit_rules = generate_rules(workdir, config)
     layout = None
     if kernel_reason is None:
         layout = detect_layout()
