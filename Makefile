@@ -5,9 +5,9 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 LOCK := flock /tmp/contention-kernel.lock
-UNIT := not kernel and not e2e and not probe
+UNIT := not kernel and not e2e and not probe and not vm
 
-.PHONY: help venv lint fmt types unit generate bpf check-generated kernel e2e bench test
+.PHONY: help venv lint fmt types unit generate bpf check-generated kernel e2e vm bench test
 
 help:
 	@echo "make venv             create .venv with the dev extras (scripts/setup.sh --test)"
@@ -19,6 +19,7 @@ help:
 	@echo "make check-generated  fail when a generated file is stale (what CI runs)"
 	@echo "make kernel           real-kernel tests (root; under the kernel lock)"
 	@echo "make e2e              end-to-end tests with Prometheus and Alertmanager (root)"
+	@echo "make vm               the VM lane: vm tests in a pure cgroup v2 guest (root; locked)"
 	@echo "make bench            the benchmarks in bench/ (under the kernel lock)"
 	@echo "make test             the whole suite, as CI runs it (scripts/test.sh)"
 
@@ -55,6 +56,9 @@ kernel:
 
 e2e:
 	$(LOCK) $(BIN)/pytest -m e2e tests/e2e
+
+vm:
+	$(LOCK) bash scripts/vm-test.sh
 
 bench:
 	$(LOCK) bash bench/run.sh

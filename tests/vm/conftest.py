@@ -1,0 +1,129 @@
+"""Fixtures for tests that run inside the VM lane's guest (see tests/vm/lane.py).
+
+Tests here are marked ``vm``. Outside the guest they are skipped with the reason: they
+need a pure cgroup v2 kernel with memory, cpu and io delegated, which the test machines
+(hybrid cgroups) do not have. ``scripts/vm-test.sh`` boots that guest and runs them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from labs import LabCgroup, LabError, LabLayout, cleanup_stale, detect_layout
+from labs.exporter_proc import ExporterProcess
+from labs.scenarios import MetadataFile, write_short_window_config
+
+MakeLab = Callable[..., LabCgroup]
+
+
+def in_guest() -> str | None:
+    """Why this is not the VM lane's guest (None when it is)."""
+    if os.environ.get("CONTENTION_VM_GUEST") != "1":
+        return "runs inside the VM lane's guest (scripts/vm-test.sh)"
+    if not os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        return "the guest has no pure cgroup v2 hierarchy at /sys/fs/cgroup"
+    if os.geteuid() != 0:
+        return "the guest tests run as root"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # This hook sees every collected item, not only tests/vm's; select by the marker
+    # (a keyword match would also take any test under a directory named "vm").
+    reason = in_guest()
+    for item in items:
+        if item.get_closest_marker("vm") is not None and reason is not None:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+# --- fixtures (guest only) ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def v2_layout() -> Iterator[LabLayout]:
+    """The guest's pure v2 layout (cpu and memory delegated by guest_init.sh)."""
+    reason = in_guest()
+    if reason is not None:
+        pytest.skip(reason)
+    layout = detect_layout()
+    assert layout.mode == "v2" and layout.v2_cpu_controller, layout
+    cleanup_stale(layout=layout)
+    try:
+        yield layout
+    finally:
+        cleanup_stale(layout=layout)
+
+
+@pytest.fixture
+def make_lab(v2_layout: LabLayout) -> Iterator[MakeLab]:
+    """``make_lab("name", cpu_quota_cores=0.2, memory_max=...)`` -> a lab cgroup,
+    removed with its workers when the test ends, pass or fail."""
+    made: list[LabCgroup] = []
+
+    def make(name: str, **kwargs: Any) -> LabCgroup:
+        lab = LabCgroup.create(name, layout=kwargs.pop("layout", v2_layout), **kwargs)
+        made.append(lab)
+        return lab
+
+    try:
+        yield make
+    finally:
+        errors = []
+        for lab in reversed(made):
+            try:
+                lab.remove()
+            except (LabError, OSError) as e:
+                errors.append(f"{lab.path}: {e}")
+        if errors:
+            pytest.fail("lab cleanup failed: " + "; ".join(errors), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def guest_workdir() -> Iterator[str]:
+    d = tempfile.mkdtemp(prefix="contention-vm-")
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def metadata(guest_workdir: str) -> Iterator[MetadataFile]:
+    """The labs-only metadata file the guest's exporter reads."""
+    m = MetadataFile(f"{guest_workdir}/metadata.yaml")
+    try:
+        yield m
+    finally:
+        m.delete()
+
+
+@pytest.fixture(scope="session")
+def short_window_config(guest_workdir: str) -> str:
+    return write_short_window_config(guest_workdir)
+
+
+@pytest.fixture(scope="session")
+def exporter(
+    v2_layout: LabLayout, metadata: MetadataFile, short_window_config: str, guest_workdir: str
+) -> Iterator[ExporterProcess]:
+    """One real exporter for the whole guest session: sampling every second, the labs'
+    short window and metadata file, no probe (the probe has its own tests)."""
+    exp = ExporterProcess(
+        sample_interval=1.0,
+        probe=False,
+        extra_args=["--metadata-file", metadata.path, "--config", short_window_config],
+        log_path=f"{guest_workdir}/exporter.log",
+    )
+    try:
+        exp.start(timeout=120.0)  # a TCG guest imports slowly
+        yield exp
+    finally:
+        with contextlib.suppress(Exception):
+            exp.close()

@@ -1,0 +1,129 @@
+"""The VM lane: the ``vm``-marked tests, run by pytest inside a pure cgroup v2 guest.
+
+    python -m tests.vm.lane [--memory 1G] [--cpus 2] [--timeout 900] [-- PYTEST ARGS]
+
+(``scripts/vm-test.sh`` is the same with the project's venv.) Boots the guest of
+:mod:`tests.vm.guest` with a scratch disk, runs ``pytest -m vm tests/vm`` there (plus
+any pytest arguments given), shows the guest's output live, and exits with the guest
+pytest's status. pytest's "no tests collected" (5) is a failure here.
+
+Where the VM cannot start (not root, no qemu, no kernel image), a developer's run says
+why and exits 0 with the lane skipped; under CI (``CI=true``) it exits 1: the lane must
+never stop running silently.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+from tests.vm import guest
+
+SELECTION = ["-m", "vm", "tests/vm"]
+EXIT_NO_TESTS = 5
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+def guest_pytest(results: str, extra: list[str]) -> list[str]:
+    """The command the guest runs: this venv's pytest on the VM selection. Plugin
+    autoload is off (the Kubernetes plugins cost a minute of TCG time to import and the
+    selection needs none of them); pytest-timeout is loaded by name."""
+    return [
+        "env",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1",
+        "PYTHONDONTWRITEBYTECODE=1",
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "pytest_timeout",
+        "-p",
+        "no:cacheprovider",
+        "-v",
+        "-rA",
+        f"--junitxml={os.path.join(results, 'junit.xml')}",
+        *SELECTION,
+        *extra,
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="vm-test.sh",
+        description="Run the vm-marked tests inside a pure cgroup v2 guest (qemu, TCG).",
+    )
+    ap.add_argument("--memory", default="1G", help="guest RAM (qemu -m); default 1G")
+    ap.add_argument("--cpus", type=int, default=2, help="guest CPUs; default 2")
+    ap.add_argument("--timeout", type=float, default=1200.0, help="hard bound on the boot, seconds")
+    ap.add_argument("--results", default=None, help="keep the guest's results in this dir")
+    ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    args = ap.parse_args(argv)
+
+    t0 = time.monotonic()
+    try:
+        kernel = guest.prepare()
+    except guest.GuestUnavailable as e:
+        if _ci():
+            print(f"VM lane FAILED to start under CI: {e}", file=sys.stderr)
+            return 1
+        print(f"VM lane SKIPPED: {e}", file=sys.stderr)
+        return 0
+    prepared = time.monotonic() - t0
+
+    results = args.results
+    if results is not None:
+        os.makedirs(results, exist_ok=True)
+    else:
+        results = tempfile.mkdtemp(prefix="contention-vm-results-")
+    env = {
+        "BCC_KERNEL_SOURCE": str(kernel.headers),
+        "CONTENTION_VM_KERNEL": kernel.release,
+    }
+    spec = guest.GuestSpec(
+        kernel=kernel,
+        memory=args.memory,
+        cpus=args.cpus,
+        timeout_s=args.timeout,
+        loose_dirs=guest.python_dirs(),
+        scratch_disk_mib=1024,
+        env=env,
+    )
+    print(
+        f"==> VM lane: Linux {kernel.release}, {args.cpus} CPUs, {args.memory} RAM, "
+        f"TCG (no KVM); selection: pytest {' '.join(SELECTION + args.pytest_args)}",
+        flush=True,
+    )
+    res = guest.run(spec, guest_pytest(results, args.pytest_args), results_dir=results)
+    summary = {
+        "kernel": kernel.release,
+        "prepare_s": round(prepared, 1),
+        "wall_s": round(res.wall_s, 1),
+        "boot_s": res.boot_s,
+        "status": res.status,
+        "reason": res.reason,
+    }
+    with open(os.path.join(results, "lane.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    print(
+        f"==> VM lane: guest pytest exit {res.status}; boot {res.boot_s or 0:.0f}s, "
+        f"whole lane {res.wall_s:.0f}s (+{prepared:.0f}s setup); results in {results}",
+        flush=True,
+    )
+    if res.status is None:
+        print(f"VM lane FAILED: {res.reason}\n--- console ---\n{res.console_tail}", file=sys.stderr)
+        return 1
+    if res.status == EXIT_NO_TESTS:
+        print("VM lane FAILED: the guest's pytest collected no tests", file=sys.stderr)
+        return 1
+    return res.status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,331 @@
+"""Labs on a real pure cgroup v2 kernel, end to end: lab → exporter → Prometheus →
+generated rules → Alertmanager → webhook, all inside the VM lane's guest.
+
+* ``throttled`` (``cpu.max`` throttling) and ``memory-limit-thrash`` run together: one
+  is CPU, the other memory under the container's own limit with the node calm, so
+  neither disturbs the other's verdict;
+* ``memory-pressure`` runs alone: it makes the whole guest short of memory.
+
+For each: the **exact** expected findings in ``/findings`` (kind, victim, culprit,
+severity), the same alerts at the webhook with every label, and nothing else for the
+lab's containers. The numbers observed (the kernel's, and the finding's evidence) are
+written to ``$CONTENTION_VM_RESULTS/observed.json`` for docs/labs.md.
+
+Prometheus and Alertmanager are Debian's binaries from the host's root, visible
+through the guest's shared filesystem; they listen on the guest's 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pytest
+
+from labs.cgroups import LabLayout
+from labs.exporter_proc import ExporterProcess
+from labs.memory import MemoryLab, MemoryLabRun, get_memory_lab
+from labs.scenarios import (
+    LAB_CONTAINER,
+    LAB_NAMESPACE,
+    Expect,
+    LabRun,
+    MetadataFile,
+    finding_key,
+    get_lab,
+)
+from tests.e2e.chain import (
+    Chain,
+    ChainError,
+    alert_key,
+    alert_states,
+    expected_alert_labels,
+    generate_rule_file,
+    missing_binaries,
+    wait_until,
+)
+
+pytestmark = pytest.mark.vm
+
+LAB_TIMEOUT = 300.0  # expected alerts and /findings must agree within this (TCG is slow)
+MIN_LAB_SECONDS = 30.0
+
+
+class AnyLab(Protocol):
+    """A CPU lab (``labs.scenarios.Lab``) or a memory lab (``labs.memory.MemoryLab``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def expect(self) -> tuple[Expect, ...]: ...
+    @property
+    def quiet(self) -> tuple[str, ...]: ...
+    @property
+    def never(self) -> tuple[str, ...]: ...
+
+    def cgroup_path(self, role: str) -> str: ...
+    def pod(self, role: str) -> str: ...
+
+
+@dataclass
+class Observed:
+    path: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def save(self) -> None:
+        with open(self.path, "w") as f:
+            json.dump(self.data, f, indent=1, sort_keys=True, default=str)
+
+
+@pytest.fixture(scope="module")
+def observed() -> Iterator[Observed]:
+    results = os.environ.get("CONTENTION_VM_RESULTS") or "/tmp"
+    obs = Observed(os.path.join(results, "observed.json"))
+    try:
+        yield obs
+    finally:
+        obs.save()
+
+
+@pytest.fixture(scope="module")
+def chain(
+    exporter: ExporterProcess, short_window_config: str, guest_workdir: str
+) -> Iterator[Chain]:
+    """Prometheus (scrape 1 s, rules every 2 s) with the rules generated from the labs'
+    short-window thresholds, and Alertmanager sending to a webhook in this process."""
+    missing = missing_binaries()
+    if missing:
+        pytest.fail(f"{', '.join(missing)} not installed on the host (setup.sh --test)")
+    workdir = os.path.join(guest_workdir, "chain")
+    os.makedirs(workdir, exist_ok=True)
+    rule_file = generate_rule_file(workdir, short_window_config)
+    c = Chain(workdir=workdir, rule_file=rule_file, targets={"node": [_instance(exporter)]})
+    try:
+        c.start(timeout=180)
+        yield c
+    except ChainError as e:
+        pytest.fail(f"could not start Prometheus and Alertmanager in the guest: {e}")
+    finally:
+        c.stop()
+
+
+def _instance(exporter: ExporterProcess) -> str:
+    return f"127.0.0.1:{exporter.port}"
+
+
+def _want(lab: AnyLab, instance: str) -> list[dict[str, str]]:
+    out = []
+    for e in lab.expect:
+        labels = expected_alert_labels(e.kind, e.severity, e.victim, lab, instance, "node")
+        if e.culprit is not None:
+            labels.update(
+                culprit_cgroup=lab.cgroup_path(e.culprit),
+                culprit_namespace=LAB_NAMESPACE,
+                culprit_pod=lab.pod(e.culprit),
+                culprit_container=LAB_CONTAINER,
+            )
+        out.append(labels)
+    return out
+
+
+def _want_findings(lab: AnyLab) -> set[tuple[str, str, str | None, str]]:
+    return {
+        (
+            e.kind,
+            lab.cgroup_path(e.victim),
+            None if e.culprit is None else lab.cgroup_path(e.culprit),
+            e.severity,
+        )
+        for e in lab.expect
+    }
+
+
+def _paths(lab: AnyLab, roles: Sequence[str]) -> set[str]:
+    return {lab.cgroup_path(r) for r in roles}
+
+
+def _findings(exporter: ExporterProcess) -> list[dict[str, Any]]:
+    status, body = exporter.get("/findings")
+    if status != 200:
+        raise ChainError(f"/findings answered {status}: {body[:300]}")
+    rows: list[dict[str, Any]] = json.loads(body).get("findings") or []
+    return rows
+
+
+def await_labs(
+    labs: Sequence[tuple[AnyLab, Sequence[str]]],
+    exporter: ExporterProcess,
+    chain: Chain,
+    t0: float,
+    kernel: Any,
+) -> dict[str, Any]:
+    """Wait until, for every lab, /findings and the webhook hold exactly its expected
+    findings and alerts (and Prometheus agrees); fail at once on a forbidden finding
+    kind for a lab container. Returns what was seen when they agreed."""
+    paths: set[str] = set()
+    want_keys: set[tuple[str, str, str, str | None]] = set()
+    want_findings: set[tuple[str, str, str | None, str]] = set()
+    want_labels: list[dict[str, str]] = []
+    never: dict[str, set[str]] = {}
+    for lab, roles in labs:
+        lab_paths = _paths(lab, roles)
+        paths |= lab_paths
+        w = _want(lab, _instance(exporter))
+        want_labels += w
+        want_keys |= {alert_key(x) for x in w}
+        want_findings |= _want_findings(lab)
+        for p in lab_paths:
+            never[p] = set(lab.never)
+    state: dict[str, Any] = {}
+
+    def agreed() -> bool:
+        rows = [f for f in _findings(exporter) if (f.get("victim") or {}).get("cgroup") in paths]
+        forbidden = [f for f in rows if f.get("kind") in never[f["victim"]["cgroup"]]]
+        if forbidden:
+            state["forbidden"] = forbidden
+            return True  # stop waiting: the test fails below
+        notes = [n for n in chain.webhook.snapshot() if n.labels.get("cgroup") in paths]
+        firing = [
+            dict(k)
+            for k, st in alert_states([n for n in notes if n.received >= t0]).items()
+            if st == "firing"
+        ]
+        prom = [a["labels"] for a in chain.firing_alerts() if a["labels"].get("cgroup") in paths]
+        state.update(findings=rows, firing=firing, prom=prom)
+        labels_ok = all(
+            any(all(a.get(k) == v for k, v in w.items()) for a in firing) for w in want_labels
+        )
+        return (
+            time.time() - t0 >= MIN_LAB_SECONDS
+            and {finding_key(f) for f in rows} == want_findings
+            and {alert_key(a) for a in firing} == want_keys
+            and {alert_key(a) for a in prom} == want_keys
+            and labels_ok
+        )
+
+    def detail() -> str:
+        return (
+            f"expected findings: {sorted(want_findings, key=str)}\n"
+            f"/findings: {json.dumps(state.get('findings'), indent=1)[:5000]}\n"
+            f"firing at the webhook: {json.dumps(state.get('firing'), indent=1)}\n"
+            f"firing in Prometheus: {json.dumps(state.get('prom'), indent=1)}\n"
+            f"kernel: {json.dumps(kernel())}\n{chain.logs()}\n"
+            f"--- exporter log ---\n{exporter.log_tail(20)}"
+        )
+
+    try:
+        wait_until("the labs' expected findings and alerts", agreed, LAB_TIMEOUT, 2.0, detail)
+    except ChainError as e:
+        pytest.fail(str(e), pytrace=False)
+    if "forbidden" in state:
+        pytest.fail(
+            f"forbidden finding for a lab container: {json.dumps(state['forbidden'], indent=1)}"
+            f"\n{detail()}",
+            pytrace=False,
+        )
+    state["seconds_to_agree"] = round(time.time() - t0, 1)
+    return state
+
+
+def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "kind": f["kind"],
+            "severity": f["severity"],
+            "victim": f["victim"]["ref"],
+            "culprit": f["culprit"] and f["culprit"]["ref"],
+            "culprit_share": f["culprit"] and f["culprit"].get("blame_share"),
+            "evidence": f["evidence"],
+            "message": f.get("message"),
+        }
+        for f in rows
+    ]
+
+
+@pytest.mark.timeout(LAB_TIMEOUT + 200)
+def test_throttled_and_memory_limit_thrash(
+    exporter: ExporterProcess,
+    chain: Chain,
+    metadata: MetadataFile,
+    v2_layout: LabLayout,
+    observed: Observed,
+) -> None:
+    scratch = os.environ.get("CONTENTION_VM_SCRATCH")
+    assert scratch, "the guest has no scratch disk"
+    cpu_lab = get_lab("throttled")
+    mem_lab = get_memory_lab("memory-limit-thrash")
+    t0 = time.time()
+    with (
+        LabRun(cpu_lab, seconds=LAB_TIMEOUT + 60, metadata=metadata, layout=v2_layout) as cpu,
+        MemoryLabRun(
+            mem_lab, LAB_TIMEOUT + 60, scratch, metadata=metadata, layout=v2_layout
+        ) as mem,
+    ):
+
+        def kernel() -> dict[str, Any]:
+            return {
+                "throttled": {r: m.as_dict() for r, m in cpu.measure().items()},
+                "memory-limit-thrash": mem.measure(),
+            }
+
+        state = await_labs(
+            [
+                (cpu_lab, [b.role for b in cpu_lab.boxes]),
+                (mem_lab, [b.role for b in mem_lab.boxes]),
+            ],
+            exporter,
+            chain,
+            t0,
+            kernel,
+        )
+        numbers = kernel()
+    rows = state["findings"]
+    observed.data["throttled"] = {
+        "seconds_to_agree": state["seconds_to_agree"],
+        "kernel": numbers["throttled"],
+        "findings": _summary([f for f in rows if f["kind"] == "cpu-throttled"]),
+        "alerts": [a for a in state["firing"] if a.get("finding") == "cpu-throttled"],
+    }
+    observed.data["memory-limit-thrash"] = {
+        "seconds_to_agree": state["seconds_to_agree"],
+        "kernel": numbers["memory-limit-thrash"],
+        "findings": _summary([f for f in rows if f["kind"] == "memory-limit-thrash"]),
+        "alerts": [a for a in state["firing"] if a.get("finding") == "memory-limit-thrash"],
+    }
+    observed.save()
+    print(json.dumps({k: observed.data[k] for k in ("throttled", "memory-limit-thrash")}, indent=1))
+    app = numbers["memory-limit-thrash"]["app"]
+    assert app["oom_kills"] == 0, f"the thrashing app was OOM-killed: {app}"
+    assert numbers["memory-limit-thrash"]["node"]["memory_some"] < 0.05, numbers
+
+
+@pytest.mark.timeout(LAB_TIMEOUT + 200)
+def test_memory_pressure(
+    exporter: ExporterProcess,
+    chain: Chain,
+    metadata: MetadataFile,
+    v2_layout: LabLayout,
+    observed: Observed,
+) -> None:
+    scratch = os.environ.get("CONTENTION_VM_SCRATCH")
+    assert scratch, "the guest has no scratch disk"
+    lab: MemoryLab = get_memory_lab("memory-pressure")
+    t0 = time.time()
+    with MemoryLabRun(lab, LAB_TIMEOUT + 60, scratch, metadata=metadata, layout=v2_layout) as run:
+        state = await_labs([(lab, [b.role for b in lab.boxes])], exporter, chain, t0, run.measure)
+        numbers = run.measure()
+    rows = state["findings"]
+    observed.data["memory-pressure"] = {
+        "seconds_to_agree": state["seconds_to_agree"],
+        "kernel": numbers,
+        "findings": _summary(rows),
+        "alerts": state["firing"],
+    }
+    observed.save()
+    print(json.dumps(observed.data["memory-pressure"], indent=1))
+    for role in ("db", "cache", "batch"):
+        assert numbers[role]["oom_kills"] == 0, f"{role} was OOM-killed: {numbers}"

@@ -1,0 +1,233 @@
+"""The sampler on a real pure cgroup v2 kernel (the VM lane's guest).
+
+The test machines are hybrid, so until this lane the v2 paths were tested only on
+fixture trees: ``cpu.max`` throttling and v2 ``cpu.stat``, ``cpu.weight`` and every
+per-cgroup memory file. Here the kernel writes them. Expected numbers are those of the
+``throttled`` lab (200m limit, busy threads: throttled in nearly every period, ~0.2
+cores) and the ``weights`` lab (requests 100m and 800m become weights 4 and 32, the CPU
+splits near 1:8); docs/labs.md describes both.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+import pytest
+
+from labs import LabCgroup, kubelet_shares, shares_to_weight, spawn_busy
+from labs.cgroups import flat_keyed
+from labs.exporter_proc import ExporterProcess, Scrape
+from labs.scenarios import lab_cpu
+from labs.workers import spawn_memory
+
+pytestmark = pytest.mark.vm
+
+MakeLab = Callable[..., LabCgroup]
+MIB = 1 << 20
+PASS_TS = "contention_sampler_last_pass_timestamp_seconds"
+USAGE = "contention_cpu_usage_seconds_total"
+
+# Every file the sampler reads on a pure cgroup v2 node (exporter/cgroupfs/reader.py and
+# procfs.py: every per-pass read goes through their read_text); docs/testing.md lists them. The test
+# below fails when the sampler reads a file missing here, or stops reading one.
+V2_CGROUP_FILES = frozenset(
+    {
+        "cpu.stat",
+        "cpu.pressure",
+        "memory.pressure",
+        "io.pressure",
+        "cpu.max",
+        "cpu.weight",
+        "memory.current",
+        "memory.max",
+        "memory.high",
+        "memory.stat",
+        "memory.events",
+    }
+)
+NODE_FILES = frozenset(
+    {
+        "/proc/stat",
+        "/proc/pressure/cpu",
+        "/proc/pressure/memory",
+        "/proc/pressure/io",
+        "/proc/meminfo",
+    }
+)
+
+
+def _present(exp: ExporterProcess, path: str, timeout: float = 30.0) -> Scrape:
+    return exp.wait_for(
+        f"{path} in /metrics", lambda s: s.value(USAGE, cgroup=path) is not None, timeout
+    )
+
+
+def _window(exp: ExporterProcess, path: str, seconds: float) -> tuple[Scrape, Scrape, float]:
+    """Two scrapes of two sampler passes >= ``seconds`` apart, and the time between
+    the passes (the exporter's own pass timestamps)."""
+    s0 = exp.next_snapshot(USAGE, timeout=20.0, cgroup=path)
+    time.sleep(seconds)
+    s1 = exp.next_snapshot(USAGE, timeout=20.0, cgroup=path)
+    t0, t1 = s0.value(PASS_TS), s1.value(PASS_TS)
+    assert t0 is not None and t1 is not None
+    return s0, s1, t1 - t0
+
+
+def _delta(s0: Scrape, s1: Scrape, name: str, **labels: str) -> float:
+    v0, v1 = s0.value(name, **labels), s1.value(name, **labels)
+    assert v0 is not None and v1 is not None, f"{name}{labels} missing from /metrics"
+    return v1 - v0
+
+
+def test_every_v2_file_is_read_from_the_kernel(
+    make_lab: MakeLab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One sampler pass over the guest, every file read recorded: for a container with
+    a CPU limit, a weight and memory limits, the sampler reads exactly
+    ``V2_CGROUP_FILES``, none missing, each parsed to the value the kernel holds; and
+    the node files ``NODE_FILES``."""
+    from exporter.cgroupfs import mode, procfs, reader
+    from exporter.sampler import Sampler
+
+    lab = make_lab("allfiles", cpu_quota_cores=0.2, cpu_weight=50)
+    mem = make_lab("allfiles-mem", memory_max=48 * MIB, memory_high=40 * MIB)
+    spawn_busy(lab, threads=1, seconds=20)
+    spawn_memory(mem, ["anon", "--mib", "8"], seconds=20)
+
+    facts = mode.detect()
+    assert facts.mode is mode.CgroupMode.V2 and facts.supported, facts
+    read: list[str] = []
+    real = reader.read_text
+
+    def recording(path: str) -> str | None:
+        read.append(path)
+        return real(path)
+
+    monkeypatch.setattr(reader, "read_text", recording)
+    monkeypatch.setattr(procfs, "read_text", recording)
+    snap = Sampler(facts, interval=1.0).run_once()
+
+    by_path = {c.identity.cgroup: c for c in snap.containers}
+    for cg in (lab, mem):
+        c = by_path[cg.path]
+        files = {os.path.basename(p) for p in read if os.path.dirname(p) == cg.v2_dir}
+        assert files == V2_CGROUP_FILES, f"{cg.path}: read {sorted(files)}"
+        assert c.reading.missing == (), f"{cg.path}: missing {c.reading.missing}"
+        assert c.reading.files_read == len(V2_CGROUP_FILES)
+    assert set(read) >= NODE_FILES, sorted(set(read) - {p for p in read if "/sys/" in p})
+
+    # Each value as the kernel holds it (read independently of the sampler).
+    r = by_path[lab.path].reading
+    assert r.cpu_max is not None and (r.cpu_max.quota_usec, r.cpu_max.period_usec) == (
+        20000,
+        100000,
+    ), r.cpu_max
+    assert r.cpu_weight == 50 == int(lab.read("cpu.weight"))
+    stat = flat_keyed(lab.read("cpu.stat"))
+    assert r.cpu_stat is not None and r.cpu_stat.nr_periods is not None
+    assert r.cpu_stat.nr_periods <= stat["nr_periods"]  # the file moved on since the pass
+    m = by_path[mem.path].reading
+    assert m.memory_max == 48 * MIB and m.memory_high == 40 * MIB
+    assert m.memory_current is not None and m.memory_current >= 8 * MIB
+    assert m.memory_stat is not None and m.memory_stat.anon >= 8 * MIB
+    assert m.memory_events is not None
+    assert m.memory_pressure is not None and m.memory_pressure.full is not None
+    assert r.io_pressure is not None and r.cpu_pressure is not None
+    print(f"read {len(set(read))} distinct files; per container: {sorted(V2_CGROUP_FILES)}")
+
+
+def test_cpu_max_throttling(exporter: ExporterProcess, make_lab: MakeLab) -> None:
+    """200m limit (cpu.max 20000 100000), 4 busy threads: ~0.2 cores, throttled in
+    >= 90 % of its periods, throttled time and PSI from the v2 files (the ``throttled`` lab)."""
+    lab = make_lab("throttled", cpu_quota_cores=0.2)
+    assert lab.read("cpu.max").split() == ["20000", "100000"]
+    spawn_busy(lab, threads=4, seconds=40)
+    first = _present(exporter, lab.path)
+    assert first.value("contention_cpu_limit_cores", cgroup=lab.path) == pytest.approx(0.2)
+
+    k0 = flat_keyed(lab.read("cpu.stat"))
+    s0, s1, elapsed = _window(exporter, lab.path, 8.0)
+    k1 = flat_keyed(lab.read("cpu.stat"))
+    kd = {k: k1[k] - k0[k] for k in ("nr_periods", "nr_throttled", "throttled_usec")}
+    cores = _delta(s0, s1, USAGE, cgroup=lab.path) / elapsed
+    periods = _delta(s0, s1, "contention_cpu_cfs_periods_total", cgroup=lab.path)
+    throttled = _delta(s0, s1, "contention_cpu_cfs_throttled_periods_total", cgroup=lab.path)
+    throttled_s = _delta(s0, s1, "contention_cpu_cfs_throttled_seconds_total", cgroup=lab.path)
+    some = _delta(s0, s1, "contention_cpu_pressure_waiting_seconds_total", cgroup=lab.path)
+    full = _delta(s0, s1, "contention_cpu_pressure_stalled_seconds_total", cgroup=lab.path)
+    summary = (
+        f"over {elapsed:.1f}s: {cores * 1000:.0f}m, throttled in {throttled:.0f} of "
+        f"{periods:.0f} periods ({throttled / max(periods, 1):.0%}), throttled "
+        f"{throttled_s:.2f}s, PSI some {some / elapsed:.0%} full {full / elapsed:.0%}; "
+        f"kernel cpu.stat over the same time: nr_throttled +{kd['nr_throttled']} of "
+        f"+{kd['nr_periods']}, throttled_usec +{kd['throttled_usec']}"
+    )
+    print(summary)
+    assert periods >= 0.8 * elapsed * 10, f"too few CFS periods: {summary}"
+    assert throttled / periods >= 0.9, f"not throttled in >= 90% of periods: {summary}"
+    assert cores == pytest.approx(0.2, abs=0.05), f"usage not 0.2 +- 0.05 cores: {summary}"
+    assert throttled_s > 0 and some / elapsed >= 0.5, summary
+
+
+def test_weights_from_requests(exporter: ExporterProcess, make_lab: MakeLab) -> None:
+    """Requests 100m and 800m become cpu.weight 4 and 32 (the kubelet's shares, in the
+    kernel's conversion); two busy loops on one CPU split it close to 1:8."""
+    low_w, high_w = (shares_to_weight(kubelet_shares(c)) for c in (0.1, 0.8))
+    assert (low_w, high_w) == (4, 32)
+    low = make_lab("weight-low", cpu_weight=low_w)
+    high = make_lab("weight-high", cpu_weight=high_w)
+    cpu = lab_cpu()
+    for cg in (low, high):
+        w = spawn_busy(cg, threads=1, seconds=40)
+        for pid in (w.pid, *w.children):
+            os.sched_setaffinity(pid, {cpu})
+    _present(exporter, low.path)
+    s1 = _present(exporter, high.path)
+    assert s1.value("contention_cpu_weight", cgroup=low.path) == 4
+    assert s1.value("contention_cpu_weight", cgroup=high.path) == 32
+    s0, s1, elapsed = _window(exporter, high.path, 8.0)
+    lo = _delta(s0, s1, USAGE, cgroup=low.path) / elapsed
+    hi = _delta(s0, s1, USAGE, cgroup=high.path) / elapsed
+    print(f"one CPU, weights 4:32 -> {hi:.2f} : {lo:.2f} cores (ratio {hi / max(lo, 1e-9):.1f})")
+    assert lo > 0.01, f"the low-weight loop did not run: {lo:.3f} cores"
+    assert 4 <= hi / lo <= 16, f"usage ratio {hi / lo:.1f}, want close to 8"
+
+
+def test_memory_files_under_a_limit(exporter: ExporterProcess, make_lab: MakeLab) -> None:
+    """A container reading a 64 MiB file inside a 48 MiB memory.max (memory.high
+    40 MiB): the exporter's memory series follow the kernel's files: usage at the
+    limit, refaults and memory.events high/max rising, memory pressure present."""
+    scratch = os.environ.get("CONTENTION_VM_SCRATCH")
+    assert scratch, "the guest has no scratch disk"
+    cg = make_lab("memfiles", memory_max=48 * MIB, memory_high=40 * MIB)
+    path = os.path.join(scratch, "memfiles.data")
+    try:
+        args = ["scan", "--file", path, "--mib", "64", "--rate-mib", "4"]
+        spawn_memory(cg, args, seconds=45)
+        _present(exporter, cg.path)
+        s0, s1, elapsed = _window(exporter, cg.path, 10.0)
+    finally:
+        cg.stop_workers()
+        if os.path.exists(path):
+            os.unlink(path)
+    p = cg.path
+    usage = s1.value("contention_memory_usage_bytes", cgroup=p)
+    refaults = _delta(s0, s1, "contention_memory_workingset_refaults_total", cgroup=p, type="file")
+    high = _delta(s0, s1, "contention_memory_events_total", cgroup=p, event="high")
+    hits_max = _delta(s0, s1, "contention_memory_events_total", cgroup=p, event="max")
+    summary = (
+        f"over {elapsed:.1f}s: usage {(usage or 0) / MIB:.1f} MiB, "
+        f"{refaults / elapsed * 60:.0f} refaults/min, "
+        f"memory.events high +{high:.0f} max +{hits_max:.0f}"
+    )
+    print(summary)
+    assert s1.value("contention_memory_limit_bytes", cgroup=p) == 48 * MIB
+    assert s1.value("contention_memory_high_bytes", cgroup=p) == 40 * MIB
+    assert usage is not None and 32 * MIB <= usage <= 48 * MIB, summary
+    ws = s1.value("contention_memory_working_set_bytes", cgroup=p)
+    assert ws is not None and ws <= usage
+    assert refaults > 0, f"no refaults: {summary}"
+    assert high + hits_max > 0, f"memory.events did not move: {summary}"
+    assert s1.value("contention_memory_pressure_waiting_seconds_total", cgroup=p) is not None
