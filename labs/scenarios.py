@@ -61,7 +61,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import yaml
 
@@ -120,20 +120,25 @@ class Expect:
     severity: str = "critical"
 
 
-@dataclass(frozen=True, slots=True)
-class Lab:
-    name: str
-    title: str
-    docs: str  # where the rule it shows is written down (docs/...)
-    story: str  # what it shows, in a few sentences
-    boxes: tuple[Box, ...]
-    expect: tuple[Expect, ...]
-    quiet: tuple[str, ...] = ()  # roles that must have no finding at all
-    never: tuple[str, ...] = ()  # finding kinds that must not appear for any lab box
-    checks: tuple[str, ...] = ()  # kernel-side expectations, in words (see measure())
-    one_cpu: bool = False  # pin every workload to one CPU (the last one) of the machine
+class _Role(Protocol):
+    @property
+    def role(self) -> str: ...
 
-    def box(self, role: str) -> Box:
+
+BoxT = TypeVar("BoxT", bound=_Role)
+
+
+class LabContainers(Generic[BoxT]):
+    """How a real-kernel lab names its containers: one parent cgroup
+    ``contention-test-<lab>`` (its "kubepods") with a child per role, each a pod of the
+    labs' metadata file. Shared by the CPU labs here and the memory labs
+    (``labs.memory``); a lab adds the requests and limits of :meth:`resources`."""
+
+    __slots__ = ()
+    name: str
+    boxes: tuple[BoxT, ...]
+
+    def box(self, role: str) -> BoxT:
         for b in self.boxes:
             if b.role == role:
                 return b
@@ -141,7 +146,7 @@ class Lab:
 
     @property
     def parent_name(self) -> str:
-        """The lab's own parent cgroup (its "kubepods"): ``contention-test-<lab>``."""
+        """The lab's own parent cgroup: ``contention-test-<lab>``."""
         return f"{PREFIX}{self.name}"
 
     def cgroup_path(self, role: str) -> str:
@@ -162,20 +167,42 @@ class Lab:
                 return b.role
         return None
 
+    def resources(self, box: BoxT) -> dict[str, str]:
+        """A container's requests and limits, as metadata-file keys."""
+        raise NotImplementedError
+
     def metadata_entries(self) -> dict[str, dict[str, Any]]:
         """The labs-only metadata: one host-mode metadata-file entry per container."""
-        out: dict[str, dict[str, Any]] = {}
-        for b in self.boxes:
-            e: dict[str, Any] = {
+        return {
+            self.cgroup_path(b.role): {
                 "namespace": LAB_NAMESPACE,
                 "pod": self.pod(b.role),
                 "container": LAB_CONTAINER,
+                **self.resources(b),
             }
-            if b.cpu_request is not None:
-                e["cpu_request"] = f"{round(b.cpu_request * 1000)}m"
-            if b.cpu_limit is not None:
-                e["cpu_limit"] = f"{round(b.cpu_limit * 1000)}m"
-            out[self.cgroup_path(b.role)] = e
+            for b in self.boxes
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Lab(LabContainers[Box]):
+    name: str
+    title: str
+    docs: str  # where the rule it shows is written down (docs/...)
+    story: str  # what it shows, in a few sentences
+    boxes: tuple[Box, ...]
+    expect: tuple[Expect, ...]
+    quiet: tuple[str, ...] = ()  # roles that must have no finding at all
+    never: tuple[str, ...] = ()  # finding kinds that must not appear for any lab box
+    checks: tuple[str, ...] = ()  # kernel-side expectations, in words (see measure())
+    one_cpu: bool = False  # pin every workload to one CPU (the last one) of the machine
+
+    def resources(self, box: Box) -> dict[str, str]:
+        out = {}
+        if box.cpu_request is not None:
+            out["cpu_request"] = f"{round(box.cpu_request * 1000)}m"
+        if box.cpu_limit is not None:
+            out["cpu_limit"] = f"{round(box.cpu_limit * 1000)}m"
         return out
 
     def describe(self) -> str:

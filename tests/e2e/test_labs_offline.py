@@ -14,6 +14,7 @@ from exporter.findings.thresholds import load_thresholds
 from exporter.metadata_file import parse_metadata
 from exporter.rules.generator import ALERT_NAMES
 from labs.cgroups import PREFIX, kubelet_shares
+from labs.memory import MEMORY_LABS, MIB
 from labs.replay import REPLAYS, ReplayTree
 from labs.scenarios import (
     LABS,
@@ -53,6 +54,32 @@ def test_lab_definitions_are_consistent(name: str) -> None:
         assert got.get("cpu_request_cores") == b.cpu_request
         assert got.get("cpu_limit_cores") == b.cpu_limit
     assert lab.describe().startswith(name)
+
+
+@pytest.mark.parametrize("name", list(MEMORY_LABS))
+def test_memory_lab_definitions_are_consistent(name: str) -> None:
+    """The real-kernel memory labs (run in the VM lane): expectations name their own
+    containers and real kinds, and the metadata they write is what the exporter reads."""
+    lab = MEMORY_LABS[name]
+    roles = {b.role for b in lab.boxes}
+    kinds = {str(k) for k in ALERT_NAMES}
+    for e in lab.expect:
+        assert e.victim in roles and (e.culprit is None or e.culprit in roles)
+        assert e.kind in kinds and e.severity in ("critical", "warning", "info")
+    assert set(lab.quiet) <= roles and all(k in kinds for k in lab.never)
+    assert not {e.kind for e in lab.expect} & set(lab.never)
+    parsed = parse_metadata({"cgroups": lab.metadata_entries()}, "lab")
+    for b in lab.boxes:
+        got = parsed[lab.cgroup_path(b.role)]
+        for key, mib in (
+            ("memory_request_bytes", b.memory_request_mib),
+            ("memory_limit_bytes", b.memory_max_mib),
+        ):
+            assert got.get(key) == (None if mib is None else mib * MIB), (b.role, key)
+        if b.memory_high_mib is not None:
+            assert b.memory_max_mib is not None and b.memory_high_mib <= b.memory_max_mib
+    assert lab.describe().startswith(name)
+    assert (lab.known_gap != "") == ("today's rules say otherwise" in lab.describe())
 
 
 def test_verdict_compares_exact_sets() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from exporter.findings.thresholds import Thresholds, load_thresholds
 from labs import LabCgroup, LabError, LabLayout, cleanup_stale, detect_layout
 from labs.exporter_proc import ExporterProcess
 from labs.scenarios import MetadataFile, write_short_window_config
@@ -107,6 +108,12 @@ def metadata(guest_workdir: str) -> Iterator[MetadataFile]:
 @pytest.fixture(scope="session")
 def short_window_config(guest_workdir: str) -> str:
     return write_short_window_config(guest_workdir)
+
+
+@pytest.fixture(scope="session")
+def lab_thresholds(short_window_config: str) -> Thresholds:
+    """The thresholds the guest's exporter and rules use."""
+    return load_thresholds(short_window_config)
 
 
 @pytest.fixture(scope="session")
