@@ -30,7 +30,7 @@ from .cgroups import LabCgroup, LabError
 
 WORKER_SCRIPT = str(Path(__file__).with_name("_worker.py"))
 MEMORY_WORKER_SCRIPT = str(Path(__file__).with_name("_memory_worker.py"))
-READY_TIMEOUT = 10.0
+READY_TIMEOUT = 30.0  # a cold start in the VM lane's TCG guest on a busy host takes >10 s
 
 
 @dataclass
@@ -58,6 +58,16 @@ class Worker:
             return self.popen.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
+
+    def run_delay_ns(self) -> int:
+        """The kernel's own run-queue wait of this worker's process, all threads: field
+        2 of ``/proc/<pid>/task/*/schedstat`` (the accounting behind delay accounting),
+        which the scheduler probe's waits are checked against."""
+        total = 0
+        for tid in os.listdir(f"/proc/{self.pid}/task"):
+            with open(f"/proc/{self.pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[1])
+        return total
 
     def remaining(self) -> float:
         """Seconds until the worker's own deadline."""

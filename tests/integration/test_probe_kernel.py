@@ -335,16 +335,6 @@ def test_special_keys_are_mapped(load_probe: Callable[..., SchedProbe]) -> None:
 # --- CO-RE specifics: its clock, and loading that fails half-way ----------------------
 
 
-def run_delay_ns(pid: int) -> int:
-    """The kernel's own run-queue wait of a process (all threads): field 2 of
-    /proc/<pid>/task/*/schedstat, from the same scheduler timestamps."""
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-            total += int(f.read().split()[1])
-    return total
-
-
 def test_waits_agree_with_the_kernels_accounting(make_lab: MakeLab) -> None:
     """A periodic victim waits behind a hog on one CPU. Three probes watch it at once:
     CO-RE on the scheduler's clocks, CO-RE on bpf_ktime_get_ns(), BCC. Each one's
@@ -375,22 +365,22 @@ def test_waits_agree_with_the_kernels_accounting(make_lab: MakeLab) -> None:
         ]
         pin(workers, cpu)
         time.sleep(1.0)
-        pid = workers[1].pid
+        victim_proc = workers[1]
         # Both sides count a wait when it ends (the probe at the switch-in, the kernel
         # in the same switch), so the kernel's run_delay read just before and just
         # after each probe's poll brackets what that probe can have recorded.
         start: dict[str, tuple[int, int]] = {}
         for name, p in probes.items():
-            before = run_delay_ns(pid)
+            before = victim_proc.run_delay_ns()
             p.poll()
-            start[name] = (before, run_delay_ns(pid))
+            start[name] = (before, victim_proc.run_delay_ns())
         time.sleep(4.0)
         got: dict[str, float] = {}
         bounds: dict[str, tuple[float, float]] = {}
         for name, p in probes.items():
-            before = run_delay_ns(pid)
+            before = victim_proc.run_delay_ns()
             d = p.poll()
-            after = run_delay_ns(pid)
+            after = victim_proc.run_delay_ns()
             got[name] = d.runq[victim.cgroup_id].sum_s if victim.cgroup_id in d.runq else 0.0
             lo = (before - start[name][1]) / 1e9
             hi = (after - start[name][0]) / 1e9
