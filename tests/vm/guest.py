@@ -158,6 +158,7 @@ def vng_argv(spec: GuestSpec, results: str, disk: str | None) -> list[str]:
         str(spec.kernel.vmlinuz),
         "--disable-kvm",
         "--force-9p",
+        "--verbose",  # kernel messages to the console log: a panic's trace comes back
         "--memory",
         spec.memory,
         "--cpus",

@@ -2,10 +2,14 @@
 
     python -m tests.vm.lane [--memory 1G] [--cpus 2] [--timeout 900] [-- PYTEST ARGS]
 
-(``scripts/vm-test.sh`` is the same with the project's venv.) Boots the guest of
-:mod:`tests.vm.guest` with a scratch disk, runs ``pytest -m vm tests/vm`` there (plus
-any pytest arguments given), shows the guest's output live, and exits with the guest
-pytest's status. pytest's "no tests collected" (5) is a failure here.
+(``scripts/vm-test.sh`` is the same with the project's venv.) Builds the container
+image on the host first (``scripts/build-image.sh``, core flavour; the guest has no
+network) for the guest's container test, then boots the guest of :mod:`tests.vm.guest`
+with a scratch disk, runs ``pytest -m vm tests/vm`` there (plus any pytest arguments
+given), shows the guest's output live, and exits with the guest pytest's status.
+pytest's "no tests collected" (5) is a failure here. ``--no-image`` skips the build (the
+container test then skips, saying so); a build that fails is reported to that test,
+which skips with the reason, or fails under CI.
 
 Where the VM cannot start (not root, no qemu, no kernel image), a developer's run says
 why and exits 0 with the lane skipped; under CI (``CI=true``) it exits 1: the lane must
@@ -17,14 +21,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 
 from tests.vm import guest
 
 SELECTION = ["-m", "vm", "tests/vm"]
 EXIT_NO_TESTS = 5
+# What the guest's container test needs beyond the lane's own packages.
+GUEST_PACKAGES = ("runc",)
+IMAGE_FLAVOR = "core"
 
 
 def _ci() -> bool:
@@ -54,6 +64,48 @@ def guest_pytest(results: str, extra: list[str]) -> list[str]:
     ]
 
 
+def build_image(out: str) -> dict[str, str]:
+    """Build the image as users do (``scripts/build-image.sh``) into ``out``, a directory
+    the guest sees. Returns the guest's environment: see :func:`image_env`."""
+    try:
+        build = subprocess.run(
+            ["bash", "scripts/build-image.sh", "--flavor", IMAGE_FLAVOR, "--out", out],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"CONTENTION_VM_IMAGE_ERROR": f"scripts/build-image.sh: {e}"}
+    if build.returncode != 0:
+        tail = build.stderr.strip().splitlines()[-3:]
+        return {"CONTENTION_VM_IMAGE_ERROR": "scripts/build-image.sh failed: " + " | ".join(tail)}
+    return image_env(out)
+
+
+def image_env(out: str) -> dict[str, str]:
+    """The guest's view of an image built into ``out``: ``CONTENTION_VM_IMAGE`` (``out``,
+    holding ``rootfs-core.tar`` and now the OCI runtime config umoci derives from the
+    image's config, ``config.json``) or ``CONTENTION_VM_IMAGE_ERROR`` (why not)."""
+    rootfs = os.path.join(out, f"rootfs-{IMAGE_FLAVOR}.tar")
+    if not os.path.exists(rootfs):
+        return {"CONTENTION_VM_IMAGE_ERROR": f"{rootfs} is missing"}
+    image, config_json = f"{out}/oci:{image_tag()}", os.path.join(out, "config.json")
+    config = subprocess.run(
+        ["umoci", "raw", "runtime-config", "--image", image, config_json],
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+    )
+    if config.returncode != 0:
+        return {"CONTENTION_VM_IMAGE_ERROR": f"umoci raw runtime-config: {config.stderr.strip()}"}
+    return {"CONTENTION_VM_IMAGE": out}
+
+
+def image_tag() -> str:
+    with open(guest.ROOT / "pyproject.toml", "rb") as f:
+        return str(tomllib.load(f)["project"]["version"])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="vm-test.sh",
@@ -63,12 +115,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpus", type=int, default=2, help="guest CPUs; default 2")
     ap.add_argument("--timeout", type=float, default=1200.0, help="hard bound on the boot, seconds")
     ap.add_argument("--results", default=None, help="keep the guest's results in this dir")
+    ap.add_argument(
+        "--no-image", action="store_true", help="do not build the image (its test skips)"
+    )
+    ap.add_argument(
+        "--image",
+        default=None,
+        help="use this scripts/build-image.sh --out DIR (core flavour) instead of building",
+    )
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = ap.parse_args(argv)
 
     t0 = time.monotonic()
     try:
-        kernel = guest.prepare()
+        kernel = guest.prepare(GUEST_PACKAGES)
     except guest.GuestUnavailable as e:
         if _ci():
             print(f"VM lane FAILED to start under CI: {e}", file=sys.stderr)
@@ -85,7 +145,20 @@ def main(argv: list[str] | None = None) -> int:
     env = {
         "BCC_KERNEL_SOURCE": str(kernel.headers),
         "CONTENTION_VM_KERNEL": kernel.release,
+        "CI": os.environ.get("CI", ""),
     }
+    # Inside the checkout: a directory the guest shares read-only, at the same path.
+    image_dir = str(guest.ROOT / "build" / "vm-image")
+    shutil.rmtree(image_dir, ignore_errors=True)
+    t = time.monotonic()
+    if args.no_image:
+        env["CONTENTION_VM_IMAGE_ERROR"] = "the lane ran with --no-image"
+    elif args.image:
+        env.update(image_env(os.path.abspath(args.image)))
+    else:
+        print(f"==> VM lane: building the {IMAGE_FLAVOR} image for the guest", flush=True)
+        env.update(build_image(image_dir))
+    image_s = time.monotonic() - t
     spec = guest.GuestSpec(
         kernel=kernel,
         memory=args.memory,
@@ -100,10 +173,15 @@ def main(argv: list[str] | None = None) -> int:
         f"TCG (no KVM); selection: pytest {' '.join(SELECTION + args.pytest_args)}",
         flush=True,
     )
-    res = guest.run(spec, guest_pytest(results, args.pytest_args), results_dir=results)
+    try:
+        res = guest.run(spec, guest_pytest(results, args.pytest_args), results_dir=results)
+    finally:
+        shutil.rmtree(image_dir, ignore_errors=True)
     summary = {
         "kernel": kernel.release,
         "prepare_s": round(prepared, 1),
+        "image_s": round(image_s, 1),
+        "image": env.get("CONTENTION_VM_IMAGE_ERROR", "built"),
         "wall_s": round(res.wall_s, 1),
         "boot_s": res.boot_s,
         "status": res.status,
@@ -113,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(summary, f, indent=1)
     print(
         f"==> VM lane: guest pytest exit {res.status}; boot {res.boot_s or 0:.0f}s, "
-        f"whole lane {res.wall_s:.0f}s (+{prepared:.0f}s setup); results in {results}",
+        f"guest {res.wall_s:.0f}s (+{prepared:.0f}s setup, {image_s:.0f}s image); results "
+        f"in {results}",
         flush=True,
     )
     if res.status is None:

@@ -1,0 +1,41 @@
+"""The VM lane's start-up contract (tests/vm/lane.py), without booting anything: where
+the VM cannot start, a developer's run skips the lane and says why, CI fails it. The
+reasons are injected (this machine can start the VM); the lane's own exit codes are
+what is tested."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.vm import guest, lane
+
+
+def _cannot_start(_packages: object = ()) -> guest.Kernel:
+    raise guest.GuestUnavailable("qemu-system-x86_64 is not installed")
+
+
+@pytest.mark.parametrize("ci", ["true", "1", "TRUE"])
+def test_ci_fails_when_the_vm_cannot_start(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], ci: str
+) -> None:
+    monkeypatch.setattr(guest, "prepare", _cannot_start)
+    monkeypatch.setenv("CI", ci)
+    assert lane.main([]) == 1
+    assert "VM lane FAILED to start under CI: qemu-system-x86_64" in capsys.readouterr().err
+
+
+def test_a_developers_run_skips_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(guest, "prepare", _cannot_start)
+    monkeypatch.delenv("CI", raising=False)
+    assert lane.main([]) == 0
+    assert "VM lane SKIPPED: qemu-system-x86_64 is not installed" in capsys.readouterr().err
+
+
+def test_a_missing_image_is_a_reason_not_a_crash(tmp_path: Path) -> None:
+    env = lane.image_env(str(tmp_path))
+    assert set(env) == {"CONTENTION_VM_IMAGE_ERROR"}
+    assert "rootfs-core.tar is missing" in env["CONTENTION_VM_IMAGE_ERROR"]

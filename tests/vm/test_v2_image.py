@@ -1,0 +1,378 @@
+"""The container image, run inside the pure cgroup v2 guest under exactly the DaemonSet's
+privileges, and scraped: the least-privilege claims of docs/kubernetes.md, proven on a
+real kernel.
+
+The VM lane builds the image on the host (``scripts/build-image.sh``, core flavour) and
+hands the guest its root filesystem and OCI runtime config. Here each run unpacks
+nothing new: one root filesystem on the guest's scratch disk, one runc bundle per run
+whose config.json ``scripts/oci-run-spec.py`` writes from the DaemonSet in
+``deploy/daemonset.yaml`` (the chart's defaults): every capability dropped but the
+manifest's, uid 0, no_new_privs, read-only root, the manifest's read-only host mounts,
+an emptyDir /tmp, private pid/ipc/uts/mount/cgroup/network namespaces, RLIMIT_MEMLOCK
+8 MiB. The exporter listens on the container's own 127.0.0.1 (its network namespace,
+as a pod's); the guest scrapes it there through ``nsenter --net``.
+
+* the manifest's privileges: the exporter exports usage and stall for a kubelet-style
+  container cgroup this test makes, and ``contention_probe_loaded{loader="core"} 1``;
+  the process holds exactly the manifest's capabilities, and its BPF memory exceeds
+  its RLIMIT_MEMLOCK (it is charged to the memory cgroup: kernels >= 5.11);
+* each granted capability dropped in turn: the probe must then fail to load, both as
+  the exporter reports it and when the CO-RE loader is called directly in the
+  container past the exporter's own capability check (what the kernel answers); else
+  the manifest grants more than it needs. What failed is recorded in image.json.
+
+Where the image could not be built the tests skip with the reason (under CI they fail).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from labs import LabCgroup, spawn_periodic
+
+pytestmark = pytest.mark.vm
+
+ROOT = Path(__file__).resolve().parents[2]
+DAEMONSET = ROOT / "deploy" / "daemonset.yaml"
+LISTEN = "127.0.0.1:10366"  # the container's own loopback: no clash with the guest's
+START_TIMEOUT = 240.0  # a TCG guest: Python imports and the first pass are slow
+MakeLab = Callable[..., LabCgroup]
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+def _daemonset() -> dict[str, Any]:
+    docs = [d for d in yaml.safe_load_all(DAEMONSET.read_text()) if d]
+    (ds,) = [d for d in docs if d.get("kind") == "DaemonSet"]
+    assert isinstance(ds, dict)
+    return ds
+
+
+def _exporter(ds: dict[str, Any]) -> dict[str, Any]:
+    (c,) = [c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "exporter"]
+    assert isinstance(c, dict)
+    return c
+
+
+GRANTED: list[str] = list(_exporter(_daemonset())["securityContext"]["capabilities"]["add"])
+
+
+@dataclass
+class Image:
+    directory: Path  # from the lane: rootfs-core.tar and config.json
+    rootfs: Path  # unpacked on the scratch disk
+    work: Path
+    results: Path
+
+
+@pytest.fixture(scope="module")
+def image() -> Iterator[Image]:
+    reason = os.environ.get("CONTENTION_VM_IMAGE_ERROR", "")
+    directory = os.environ.get("CONTENTION_VM_IMAGE", "")
+    if not directory:
+        reason = reason or "the VM lane built no image (CONTENTION_VM_IMAGE unset)"
+        if _ci():
+            pytest.fail(f"the image test cannot run under CI: {reason}", pytrace=False)
+        pytest.skip(reason)
+    if shutil.which("runc") is None:
+        pytest.fail("runc is not installed (scripts/setup-vm.sh --packages runc)", pytrace=False)
+    scratch = os.environ.get("CONTENTION_VM_SCRATCH")
+    assert scratch, "the guest has no scratch disk"
+    work = Path(scratch) / "contention-test-image"
+    shutil.rmtree(work, ignore_errors=True)
+    rootfs = work / "rootfs"
+    rootfs.mkdir(parents=True)
+    t = time.monotonic()
+    tar = Path(directory) / "rootfs-core.tar"
+    subprocess.run(["tar", "--numeric-owner", "-xf", str(tar), "-C", str(rootfs)], check=True)
+    print(f"[image] root filesystem unpacked in {time.monotonic() - t:.1f}s")
+    results = Path(os.environ.get("CONTENTION_VM_RESULTS") or work)
+    try:
+        yield Image(Path(directory), rootfs, work, results)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@dataclass
+class Container:
+    name: str
+    pid: int
+    log: Path
+    popen: subprocess.Popen[bytes]
+
+    def scrape(self, path: str = "/metrics") -> str:
+        """GET from the container's own 127.0.0.1 (its network namespace)."""
+        proc = subprocess.run(
+            ["nsenter", f"--net=/proc/{self.pid}/ns/net", "curl", "-sf", f"http://{LISTEN}{path}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        if proc.returncode != 0:
+            raise ConnectionError(f"curl exit {proc.returncode}: {proc.stderr.strip()}")
+        return proc.stdout
+
+    def log_tail(self, n: int = 30) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+        return ""
+
+
+# The CO-RE loader called directly in the container, past the exporter's own check of
+# its capabilities: what the kernel itself answers (stdout: reason, then the detail).
+KERNEL_SAYS = """
+from exporter.probe.loader import SchedProbe
+from exporter.probe.select import load_maps
+p = SchedProbe(loader="core")
+out = load_maps(p.knobs, "core", p.facts)
+print("loaded" if out.maps is not None else out.reason)
+print(out.summary())
+"""
+
+
+def kernel_says(c: Container) -> list[str]:
+    """``runc exec`` (the container's own capabilities and namespaces) of KERNEL_SAYS."""
+    proc = subprocess.run(
+        ["runc", "exec", c.name, "/usr/bin/python3", "-c", KERNEL_SAYS],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, f"runc exec failed ({proc.returncode}): {proc.stderr}"
+    return proc.stdout.strip().splitlines()
+
+
+def _runc_state(name: str) -> dict[str, Any] | None:
+    proc = subprocess.run(["runc", "state", name], capture_output=True, text=True, timeout=30)
+    return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+@contextlib.contextmanager
+def run_image(img: Image, name: str, caps: list[str]) -> Iterator[Container]:
+    """The image under the DaemonSet's security context, with ``caps`` as its
+    ``capabilities.add`` (the manifest's list, or one less)."""
+    ds = _daemonset()
+    _exporter(ds)["securityContext"]["capabilities"]["add"] = caps
+    bundle = img.work / f"bundle-{name}"
+    bundle.mkdir()
+    (bundle / "daemonset.yaml").write_text(yaml.safe_dump(ds))
+    config = json.loads((img.directory / "config.json").read_text())
+    config["root"]["path"] = str(img.rootfs)
+    cgroup = f"contention-test-runc-{name}"
+    config.setdefault("linux", {})["cgroupsPath"] = f"/{cgroup}"
+    (bundle / "config.json").write_text(json.dumps(config))
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "oci-run-spec.py"),
+            "runc",
+            str(bundle / "daemonset.yaml"),
+            str(bundle / "config.json"),
+            "--no-kubernetes",
+            "--listen",
+            LISTEN,
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    cid = f"contention-test-{name}"
+    log = img.results / f"image-{name}.log"
+    with open(log, "wb") as out:
+        popen = subprocess.Popen(
+            ["runc", "run", "--bundle", str(bundle), cid],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        state = _runc_state(cid)
+        while (state is None or not state.get("pid")) and time.monotonic() < deadline:
+            assert popen.poll() is None, f"runc exited {popen.returncode}: {log.read_text()}"
+            time.sleep(0.5)
+            state = _runc_state(cid)
+        assert state is not None, f"runc did not start {cid}: {log.read_text()}"
+        yield Container(cid, int(state["pid"]), log, popen)
+    finally:
+        subprocess.run(["runc", "kill", cid, "KILL"], capture_output=True, timeout=30)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            popen.wait(30)
+        subprocess.run(["runc", "delete", "--force", cid], capture_output=True, timeout=30)
+        with contextlib.suppress(OSError):  # normally gone with runc delete
+            os.rmdir(f"/sys/fs/cgroup/{cgroup}")
+        shutil.rmtree(bundle, ignore_errors=True)
+
+
+Samples = dict[str, list[tuple[dict[str, str], float]]]
+
+
+def _samples(text: str) -> Samples:
+    out: Samples = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append((dict(s.labels), s.value))
+    return out
+
+
+def await_metrics(c: Container, ready: Callable[[Samples], bool]) -> Samples:
+    """Scrape until ``ready`` holds; fail with the container's log when it exits or
+    does not get there in time."""
+    deadline = time.monotonic() + START_TIMEOUT
+    last = ""
+    while time.monotonic() < deadline:
+        if c.popen.poll() is not None:
+            pytest.fail(f"the container exited ({c.popen.returncode}):\n{c.log_tail()}")
+        try:
+            got = _samples(c.scrape())
+        except ConnectionError as e:
+            last = str(e)
+        else:
+            if ready(got):
+                return got
+            last = "not ready yet"
+        time.sleep(2.0)
+    pytest.fail(f"no ready /metrics in {START_TIMEOUT:.0f}s ({last}):\n{c.log_tail()}")
+
+
+def probe_loaded(s: Samples) -> tuple[float, dict[str, str]] | None:
+    """``contention_probe_loaded``'s value and labels once the probe has been tried."""
+    rows = [r for r in s.get("contention_probe_loaded", []) if r[0].get("reason") != "not-loaded"]
+    return (rows[0][1], rows[0][0]) if rows else None
+
+
+def _cap_names(mask: int) -> list[str]:
+    """CAP_* names of a capability mask (the numbers of linux/capability.h that matter
+    here; any other bit is shown by number)."""
+    known = {21: "SYS_ADMIN", 24: "SYS_RESOURCE", 38: "PERFMON", 39: "BPF"}
+    return sorted(known.get(b, str(b)) for b in range(64) if mask >> b & 1)
+
+
+def _proc_facts(pid: int) -> dict[str, Any]:
+    """What the kernel says about the container's process: its effective capabilities,
+    RLIMIT_MEMLOCK, and the memory its BPF maps and programs lock (fdinfo memlock)."""
+    with open(f"/proc/{pid}/status") as f:
+        cap_eff = next(int(line.split()[1], 16) for line in f if line.startswith("CapEff:"))
+    with open(f"/proc/{pid}/limits") as f:
+        memlock = next(line.split()[3] for line in f if line.startswith("Max locked memory"))
+    bpf_bytes = 0
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/fdinfo/{fd}") as f:
+            for line in f:
+                if line.startswith("memlock:"):
+                    bpf_bytes += int(line.split()[1])
+    return {
+        "capabilities": _cap_names(cap_eff),
+        "rlimit_memlock_bytes": int(memlock) if memlock.isdigit() else memlock,
+        "bpf_memlock_bytes": bpf_bytes,
+    }
+
+
+def _record(img: Image, key: str, value: Any) -> None:
+    path = img.results / "image.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[key] = value
+    path.write_text(json.dumps(data, indent=1, sort_keys=True))
+    print(f"[image] {key}: {json.dumps(value)}")
+
+
+@pytest.mark.timeout(600)
+def test_image_under_the_daemonsets_privileges(image: Image, make_lab: MakeLab) -> None:
+    # A container as a kubelet's systemd driver makes it, below a --cgroup-root slice
+    # named like every lab cgroup, with a light periodic load.
+    uid = str(uuid.uuid4())
+    kubepods = make_lab("kubepods.slice")
+    burstable = make_lab("contention-test-kubepods-burstable.slice", parent=kubepods)
+    pod = make_lab(
+        f"contention-test-kubepods-burstable-pod{uid.replace('-', '_')}.slice", parent=burstable
+    )
+    box = make_lab(f"cri-containerd-{uuid.uuid4().hex}{uuid.uuid4().hex}.scope", parent=pod)
+    spawn_periodic(box, work_ms=2.0, period_ms=20.0, seconds=400)
+    cgroup = box.path
+
+    def mine(s: Samples, name: str) -> float | None:
+        vals = [v for labels, v in s.get(name, []) if labels.get("cgroup") == cgroup]
+        return vals[0] if vals else None
+
+    t0 = time.monotonic()
+    with run_image(image, "granted", GRANTED) as c:
+        s = await_metrics(
+            c,
+            lambda s: (
+                probe_loaded(s) is not None
+                and (mine(s, "contention_cpu_usage_seconds_total") or 0) > 0
+            ),
+        )
+        ready_s = time.monotonic() - t0
+        facts = _proc_facts(c.pid)
+    loaded = probe_loaded(s)
+    usage = mine(s, "contention_cpu_usage_seconds_total")
+    stall = mine(s, "contention_cpu_pressure_waiting_seconds_total")
+    mem = mine(s, "contention_memory_usage_bytes")
+    _record(
+        image,
+        "granted",
+        {
+            "capabilities_added": GRANTED,
+            "seconds_to_ready": round(ready_s, 1),
+            "probe_loaded": loaded,
+            "cgroup": cgroup,
+            "cpu_usage_seconds": usage,
+            "cpu_pressure_waiting_seconds": stall,
+            "memory_usage_bytes": mem,
+            **facts,
+        },
+    )
+    assert loaded is not None and loaded[0] == 1.0, f"probe not loaded: {loaded}\n{c.log_tail()}"
+    assert loaded[1].get("loader") == "core", loaded
+    assert usage is not None and usage > 0, usage
+    assert stall is not None and stall >= 0, "no CPU stall series for the test cgroup"
+    assert mem is not None and mem > 0, mem
+    assert facts["capabilities"] == sorted(GRANTED), facts
+    if "SYS_RESOURCE" not in GRANTED:
+        # The proof that CAP_SYS_RESOURCE is not needed here: the probe locks more
+        # memory than RLIMIT_MEMLOCK allows, and could not have raised the limit.
+        assert facts["bpf_memlock_bytes"] > facts["rlimit_memlock_bytes"], facts
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("dropped", GRANTED)
+def test_each_granted_capability_is_needed(image: Image, dropped: str) -> None:
+    """Without any one of the capabilities the manifest grants, the probe does not load
+    (the exporter still serves, saying why). A probe that loads anyway proves the
+    capability unneeded: drop it from the chart."""
+    caps = [c for c in GRANTED if c != dropped]
+    with run_image(image, f"without-{dropped.lower().replace('_', '-')}", caps) as c:
+        s = await_metrics(c, lambda s: probe_loaded(s) is not None)
+        facts = _proc_facts(c.pid)
+        log = c.log_tail(60)
+        kernel = kernel_says(c)
+    loaded = probe_loaded(s)
+    assert loaded is not None
+    probe_lines = [line for line in log.splitlines() if "probe" in line.lower()]
+    _record(
+        image,
+        f"without {dropped}",
+        {"probe_loaded": loaded, "log": probe_lines[-3:], "kernel_says": kernel, **facts},
+    )
+    assert loaded[0] == 0.0 and kernel[0] != "loaded", (
+        f"the probe loads without CAP_{dropped} ({loaded[1]}, {kernel}): the manifest "
+        "grants more than it needs"
+    )
