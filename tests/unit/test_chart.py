@@ -40,7 +40,7 @@ OPTIONS: dict[str, list[str]] = {
     "probe-off": ["probe.loader=off"],
     "loader-core": ["probe.loader=core"],
     "bcc": ["image.flavor=bcc"],
-    "no-sys-resource": ["probe.sysResource=false"],
+    "sys-resource": ["probe.sysResource=true"],
     "legacy-kernel": ["probe.legacyKernel=true"],
     "secure-metrics": ["secureMetrics.enabled=true"],
     "web-config": [
@@ -79,7 +79,7 @@ EQUIVALENT: dict[tuple[str, ...], list[str]] = {
     (): [],
     ("no-probe",): OPTIONS["probe-off"],
     ("bcc",): OPTIONS["bcc"],
-    ("no-sys-resource",): OPTIONS["no-sys-resource"],
+    ("sys-resource",): OPTIONS["sys-resource"],
     ("legacy-kernel",): OPTIONS["legacy-kernel"],
     ("secure-metrics",): OPTIONS["secure-metrics"],
     ("kube-prometheus-stack",): OPTIONS["kube-prometheus-stack"],
@@ -234,7 +234,7 @@ def test_default_is_the_core_image_with_only_the_probes_capabilities(
     docs = rendered["default"]
     c = exporter_container(docs)
     assert c["image"] == "contention-exporter:0.1.0"
-    assert added_caps(docs) == {"BPF", "PERFMON", "SYS_RESOURCE"}
+    assert added_caps(docs) == {"BPF", "PERFMON"}
     assert set(host_mounts(docs)) == {"/sys/fs/cgroup", "/sys/kernel/btf"}
     assert all(m["readOnly"] is True for m in host_mounts(docs).values())
     assert not any(a.startswith(("--probe.loader", "--no-probe", "--config")) for a in c["args"])
@@ -259,7 +259,7 @@ def test_probe_modes(rendered: dict[str, list[Doc]]) -> None:
     assert added_caps(off) == set()
     assert set(host_mounts(off)) == {"/sys/fs/cgroup"}
     assert "--probe.loader=core" in exporter_container(rendered["loader-core"])["args"]
-    assert added_caps(rendered["no-sys-resource"]) == {"BPF", "PERFMON"}
+    assert added_caps(rendered["sys-resource"]) == {"BPF", "PERFMON", "SYS_RESOURCE"}
     legacy = rendered["legacy-kernel"]
     assert added_caps(legacy) == {"SYS_ADMIN", "SYS_RESOURCE"}
     assert exporter_container(legacy)["securityContext"]["allowPrivilegeEscalation"] is True

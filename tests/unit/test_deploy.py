@@ -21,7 +21,7 @@ VARIANTS = [
     "base",
     "no-probe",
     "bcc",
-    "no-sys-resource",
+    "sys-resource",
     "legacy-kernel",
     "secure-metrics",
     "kube-prometheus-stack",
@@ -29,7 +29,7 @@ VARIANTS = [
 # The CO-RE probe needs the cgroup tree and BTF; the BCC image also the kernel headers.
 HOST_PATHS = {"/sys/fs/cgroup", "/sys/kernel/btf"}
 BCC_HOST_PATHS = HOST_PATHS | {"/sys/kernel/tracing", "/lib/modules", "/usr/src"}
-PROBE_CAPS = {"BPF", "PERFMON", "SYS_RESOURCE"}
+PROBE_CAPS = {"BPF", "PERFMON"}
 
 PLACEHOLDER_RULE = """\
 apiVersion: monitoring.coreos.com/v1
@@ -233,9 +233,9 @@ def test_bcc_variant_mounts_the_kernel_headers_read_only(
     assert _exporter(docs)["image"] == "contention-exporter:0.1.0-bcc"
 
 
-def test_no_sys_resource_variant(rendered: dict[str, list[dict[str, Any]]]) -> None:
-    caps = _exporter(rendered["no-sys-resource"])["securityContext"]["capabilities"]
-    assert caps == {"drop": ["ALL"], "add": ["BPF", "PERFMON"]}
+def test_sys_resource_variant(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    caps = _exporter(rendered["sys-resource"])["securityContext"]["capabilities"]
+    assert caps == {"drop": ["ALL"], "add": ["BPF", "PERFMON", "SYS_RESOURCE"]}
 
 
 def test_kube_prometheus_stack_variant_labels_what_the_stack_selects(

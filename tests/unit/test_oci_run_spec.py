@@ -65,7 +65,7 @@ def test_runc_config_grants_exactly_the_daemonsets_privileges(
     cfg = spec_mod.runc_config(json.loads(json.dumps(UMOCI_CONFIG)), spec, 8 << 20)
     proc = cfg["process"]
     caps = proc["capabilities"]
-    want = ["CAP_BPF", "CAP_PERFMON", "CAP_SYS_RESOURCE"]
+    want = ["CAP_BPF", "CAP_PERFMON"]
     assert caps["bounding"] == caps["effective"] == caps["permitted"] == want
     assert caps["ambient"] == caps["inheritable"] == []
     assert proc["user"] == {"uid": 0, "gid": 0}
@@ -106,7 +106,6 @@ def test_podman_arguments_match(spec_mod: ModuleType, daemonset: dict[str, Any])
     assert [a for a in args if a.startswith("--cap-add=")] == [
         "--cap-add=BPF",
         "--cap-add=PERFMON",
-        "--cap-add=SYS_RESOURCE",
     ]
     for flag in ("--read-only", "--security-opt=no-new-privileges", "--network=none"):
         assert flag in args

@@ -71,7 +71,7 @@ headers. Not for the CO-RE image, which has no BCC. */}}
 {{- else -}}
 {{- $add = list "BPF" "PERFMON" -}}
 {{- end -}}
-{{- if .Values.probe.sysResource -}}
+{{- if or .Values.probe.sysResource .Values.probe.legacyKernel -}}
 {{- $add = append $add "SYS_RESOURCE" -}}
 {{- end -}}
 {{- end -}}
