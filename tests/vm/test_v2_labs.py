@@ -45,7 +45,7 @@ from tests.e2e.chain import (
     alert_key,
     alert_states,
     expected_alert_labels,
-    generate_rule_file,
+    generate_rules,
     missing_binaries,
     wait_until,
 )
@@ -103,8 +103,13 @@ def chain(
         pytest.fail(f"{', '.join(missing)} not installed on the host (setup.sh --test)")
     workdir = os.path.join(guest_workdir, "chain")
     os.makedirs(workdir, exist_ok=True)
-    rule_file = generate_rule_file(workdir, short_window_config)
-    c = Chain(workdir=workdir, rule_file=rule_file, targets={"node": [_instance(exporter)]})
+    rule_file, inhibit_rules = generate_rules(workdir, short_window_config)
+    c = Chain(
+        workdir=workdir,
+        rule_file=rule_file,
+        targets={"node": [_instance(exporter)]},
+        inhibit_rules=inhibit_rules,
+    )
     try:
         c.start(timeout=180)
         yield c
@@ -124,7 +129,6 @@ def _want(lab: AnyLab, instance: str) -> list[dict[str, str]]:
         labels = expected_alert_labels(e.kind, e.severity, e.victim, lab, instance, "node")
         if e.culprit is not None:
             labels.update(
-                culprit_cgroup=lab.cgroup_path(e.culprit),
                 culprit_namespace=LAB_NAMESPACE,
                 culprit_pod=lab.pod(e.culprit),
                 culprit_container=LAB_CONTAINER,
@@ -177,6 +181,7 @@ def await_labs(
     once on a forbidden finding kind for a lab container. Returns what was seen when
     they agreed."""
     paths: set[str] = set()
+    pods: set[str] = set()  # alerts name a lab container by namespace/pod/container
     want_keys: set[tuple[str, str, str, str | None]] = set()
     want_findings: set[tuple[str, str, str | None, str]] = set()
     want_labels: list[dict[str, str]] = []
@@ -184,6 +189,7 @@ def await_labs(
     for lab, roles in labs:
         lab_paths = _paths(lab, roles)
         paths |= lab_paths
+        pods |= {lab.pod(r) for r in roles}
         w = _want(lab, _instance(exporter))
         want_labels += w
         want_keys |= {alert_key(x) for x in w}
@@ -199,13 +205,13 @@ def await_labs(
         if forbidden:
             state["forbidden"] = forbidden
             return True  # stop waiting: raised below
-        notes = [n for n in chain.webhook.snapshot() if n.labels.get("cgroup") in paths]
+        notes = [n for n in chain.webhook.snapshot() if n.labels.get("pod") in pods]
         firing = [
             dict(k)
             for k, st in alert_states([n for n in notes if n.received >= t0]).items()
             if st == "firing"
         ]
-        prom = [a["labels"] for a in chain.firing_alerts() if a["labels"].get("cgroup") in paths]
+        prom = [a["labels"] for a in chain.firing_alerts() if a["labels"].get("pod") in pods]
         state.update(firing=firing, prom=prom)
         labels_ok = all(
             any(all(a.get(k) == v for k, v in w.items()) for a in firing) for w in want_labels
