@@ -107,7 +107,7 @@ def chain(
     c = Chain(
         workdir=workdir,
         rule_file=rule_file,
-        targets={"node": [_instance(exporter)]},
+        targets={JOB: [_instance(exporter)]},
         inhibit_rules=inhibit_rules,
     )
     try:
@@ -119,6 +119,10 @@ def chain(
         c.stop()
 
 
+# The job the shipped rules select by default (the rule pack's selector).
+JOB = "contention-exporter"
+
+
 def _instance(exporter: ExporterProcess) -> str:
     return f"127.0.0.1:{exporter.port}"
 
@@ -126,7 +130,7 @@ def _instance(exporter: ExporterProcess) -> str:
 def _want(lab: AnyLab, instance: str) -> list[dict[str, str]]:
     out = []
     for e in lab.expect:
-        labels = expected_alert_labels(e.kind, e.severity, e.victim, lab, instance, "node")
+        labels = expected_alert_labels(e.kind, e.severity, e.victim, lab, instance, JOB)
         if e.culprit is not None:
             labels.update(
                 culprit_namespace=LAB_NAMESPACE,
