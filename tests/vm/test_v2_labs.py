@@ -345,11 +345,11 @@ def test_memory_limit_thrash_stalled(
     lab_thresholds: Thresholds,
 ) -> None:
     """Thrashing under its own limit with its own stall above ``nodeMemStallSome``:
-    the node's memory PSI includes that stall, so today the node counts as under
-    pressure and the verdict is memory-pressure, not memory-limit-thrash. Expected to
-    fail with exactly that verdict (any other failure is a real one) while the lab
-    carries its ``known_gap``; the day the rules tell the two apart it passes, the
-    strict xfail fails, and the gap note is removed with the fix."""
+    the node's memory PSI includes that stall, and the findings must not read it as
+    node pressure (they leave the victim's own stall out in minutes it hit its limit),
+    so the verdict is memory-limit-thrash. The xfail stays wired to the lab's
+    ``known_gap`` (empty now) so a future gap is recorded the same way: expected to fail
+    with exactly the wrong verdict, any other failure being a real one."""
     scratch = os.environ.get("CONTENTION_VM_SCRATCH")
     assert scratch, "the guest has no scratch disk"
     lab = STALLED
