@@ -144,6 +144,7 @@ class Agent:
             window_minutes=th.window_minutes,
             top_k=self.config.probe.top_k,
             collectors=self.config.collectors,
+            antagonist_top_k=self.config.probe.antagonist_top_k,
         )
 
     def _blame(self, snap: Snapshot, window: Window) -> dict[int, dict[CulpritKey, float]]:

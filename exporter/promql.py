@@ -34,6 +34,7 @@ RUNQ_SUM = "contention_runqueue_latency_seconds_sum"  # the total wait
 CPU_ENTITLEMENT = "contention_cpu_entitlement_cores"
 MEM_ENTITLEMENT = "contention_memory_entitlement_bytes"
 BLAME_SHARE = "contention_blame_share"
+ANTAGONIST_WAIT = "contention_antagonist_wait_seconds_total"
 FINDING = "contention_finding"
 # The exporter's own health (the self-monitoring alerts), and Prometheus's scrape status.
 UP = "up"

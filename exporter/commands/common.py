@@ -14,7 +14,7 @@ from ..exposition.containers import OPTIONAL_COLLECTORS
 from ..exposition.published import RENDER_MODES
 from ..findings.thresholds import Thresholds, ThresholdsError, load_thresholds
 from ..kube import NODE_NAME_ENV, KubeConfig
-from ..probe.blame import DEFAULT_TOP_K
+from ..probe.blame import DEFAULT_ANTAGONIST_TOP_K, DEFAULT_TOP_K
 from ..probe.config import ProbeConfig
 from ..probe.core import DEFAULT_BTF
 from ..probe.loader import ATTRIBUTIONS
@@ -150,6 +150,16 @@ def _add_probe_arguments(p: argparse.ArgumentParser) -> None:
         metavar="K",
         help="culprits exported per victim in contention_blame_share (default: %(default)s)",
     )
+    g.add_argument(
+        "--probe.antagonists",
+        dest="probe_antagonist_top_k",
+        type=positive_int,
+        default=DEFAULT_ANTAGONIST_TOP_K,
+        metavar="K",
+        help="culprits exported per node in contention_antagonist_wait_seconds_total: the K "
+        "that caused the most run-queue wait to other containers over the window "
+        "(default: %(default)s)",
+    )
 
 
 def _add_kube_arguments(p: argparse.ArgumentParser) -> None:
@@ -238,6 +248,7 @@ def agent_config(args: argparse.Namespace, render: str = "pass") -> AgentConfig:
             min_wait_us=args.probe_min_wait_us,
             kernel_source=args.probe_kernel_source,
             top_k=args.probe_top_k,
+            antagonist_top_k=args.probe_antagonist_top_k,
             loader=args.probe_loader,
             btf_path=args.probe_btf,
         ),

@@ -165,6 +165,27 @@ def build_overview(th: Thresholds) -> db.Dashboard:
         ).data_links(field_link(q))
     )
 
+    caused = rate(pq.ANTAGONIST_WAIT, q.window, n)
+    d = d.with_panel(
+        bars(
+            ids,
+            f"Who is hurting this node most ({w}m window)",
+            "The culprits that caused the most run-queue wait to the other containers on "
+            f"the node over the {w}-minute window, summed over every victim (scheduler "
+            "probe: who was on the CPU while they waited). The value is seconds of waiting "
+            "per second: 1.5 means that on average one and a half tasks of other "
+            "containers were waiting behind it. Only the exporter's top culprits are "
+            "exported (--probe.antagonists). A culprit running inside its own CPU request "
+            "is entitled to that CPU: check the noisy-neighbor findings above before "
+            "acting. Empty when the probe is not loaded.",
+            "short",
+            [T(f"topk(10, {caused} > 0)", "{{culprit}} ({{culprit_kind}})", instant=True)],
+            [(0, BLUE)],
+            w=24,
+            h=8,
+        )
+    )
+
     # -- node -----------------------------------------------------------------------
     d = d.with_row(row(ids, "Node"))
     node_psi = [

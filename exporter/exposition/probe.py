@@ -8,7 +8,9 @@ Per victim (its identity labels, ``Identity.series_labels``):
   over the window, with ``culprit_kind``, ``culprit`` and the culprit's own identity
   labels prefixed ``culprit_`` (join on the culprit's series).
 
-Per node: ``contention_probe_loaded{loader, reason}``, ``contention_probe_unknown_blame_ratio``,
+Per node: ``contention_antagonist_wait_seconds_total`` (the top-K culprits by the wait
+they caused to other victims over the window, with the cumulative count),
+``contention_probe_loaded{loader, reason}``, ``contention_probe_unknown_blame_ratio``,
 map occupancy, capacity and update failures, sched_switch events seen, and the
 programs' kernel run time (non-zero only with ``kernel.bpf_stats_enabled=1``).
 
@@ -29,7 +31,13 @@ from prometheus_client.core import (
 )
 
 from ..identity import Identity, Names
-from ..probe.blame import DEFAULT_TOP_K, blame_shares, unknown_blame_ratio
+from ..probe.blame import (
+    DEFAULT_ANTAGONIST_TOP_K,
+    DEFAULT_TOP_K,
+    antagonists,
+    blame_shares,
+    unknown_blame_ratio,
+)
 from ..probe.culprit import ROOT_CGROUP_ID
 from ..probe.histogram import RUNQ_BOUNDS_S, cumulative_buckets
 from ..probe.model import ProbeTotals, RunqHistogram
@@ -45,6 +53,7 @@ class VictimProbeData:
     identity: Identity
     runq: RunqHistogram | None  # cumulative since the exporter started (None: no data)
     blame_window_s: Mapping[CulpritKey, float]  # wait seconds per culprit key, window
+    cgroup_id: int = 0  # its own cgroup id (its wait behind itself is caused to no one)
 
 
 def build_probe_families(
@@ -57,10 +66,14 @@ def build_probe_families(
     root_ids: Collection[int] = (ROOT_CGROUP_ID,),
     bounds_s: tuple[float, ...] = RUNQ_BOUNDS_S,
     ambiguous: frozenset[Names] = frozenset(),
+    caused_total_s: Mapping[int, float] | None = None,
+    antagonist_top_k: int = DEFAULT_ANTAGONIST_TOP_K,
 ) -> list[Metric]:
     """All probe families of one pass. ``identities`` names culprits (tracked
     containers plus the window's ``others``); ``ambiguous``: names two tracked cgroups
-    share in this pass (``identity.ambiguous_names``), which keep their path label."""
+    share in this pass (``identity.ambiguous_names``), which keep their path label;
+    ``caused_total_s``: the probe's cumulative wait caused per culprit cgroup id
+    (``ProbeSnapshot.caused``)."""
     loaded = GaugeMetricFamily(
         "contention_probe_loaded",
         "1 when the scheduler probe is attached; loader says which (core or bcc), reason "
@@ -83,6 +96,7 @@ def build_probe_families(
         f"(top {top_k}).",
     )
     windows: list[Mapping[CulpritKey, float]] = []
+    by_victim: dict[int, Mapping[CulpritKey, float]] = {}
     seen: set[tuple[tuple[str, str], ...]] = set()
     for v in victims:
         labels = v.identity.series_labels(ambiguous)
@@ -90,6 +104,7 @@ def build_probe_families(
         if key in seen:  # one series per victim identity
             continue
         seen.add(key)
+        by_victim[v.cgroup_id] = v.blame_window_s
         if v.runq is not None:
             buckets = cumulative_buckets(v.runq.counts, bounds_s)
             add_histogram(hist, labels, buckets, v.runq.sum_s)
@@ -97,6 +112,16 @@ def build_probe_families(
         for b in blame_shares(v.blame_window_s, identities, top_k, root_ids):
             add(share, {**labels, **b.culprit.labels(ambiguous)}, b.share)
     families += [hist, share]
+
+    antagonist = CounterMetricFamily(
+        "contention_antagonist_wait_seconds",
+        "Run-queue wait this culprit caused to the other tracked containers since the "
+        f"exporter started; exported for the top {antagonist_top_k} culprits by the wait "
+        "they caused over the window.",
+    )
+    for a in antagonists(by_victim, caused_total_s or {}, identities, antagonist_top_k, root_ids):
+        add(antagonist, a.culprit.labels(ambiguous), a.total_s)
+    families.append(antagonist)
 
     ratio = unknown_blame_ratio(windows, identities, root_ids)
     unknown = GaugeMetricFamily(

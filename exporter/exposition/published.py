@@ -44,7 +44,7 @@ from prometheus_client.core import Metric
 from ..findings.aggregates import identities
 from ..findings.model import Finding
 from ..identity import Names, ambiguous_names
-from ..probe.blame import DEFAULT_TOP_K
+from ..probe.blame import DEFAULT_ANTAGONIST_TOP_K, DEFAULT_TOP_K
 from ..sampler.snapshot import CollectorStatus, Snapshot
 from ..window.model import CulpritKey, Window
 from .containers import container_families
@@ -81,6 +81,7 @@ class PassResult:
     window_minutes: int
     top_k: int = DEFAULT_TOP_K
     collectors: frozenset[str] = frozenset()  # optional families (OPTIONAL_COLLECTORS)
+    antagonist_top_k: int = DEFAULT_ANTAGONIST_TOP_K
 
     @property
     def at(self) -> float:
@@ -142,6 +143,7 @@ def _probe_families(result: PassResult, ambiguous: frozenset[Names]) -> list[Met
             identity=c.identity,
             runq=probe.runq.get(c.cgroup_id),
             blame_window_s=result.blame.get(c.cgroup_id, {}),
+            cgroup_id=c.cgroup_id,
         )
         for c in snap.containers
     ]
@@ -153,6 +155,8 @@ def _probe_families(result: PassResult, ambiguous: frozenset[Names]) -> list[Met
         probe.totals,
         top_k=result.top_k,
         ambiguous=ambiguous,
+        caused_total_s=probe.caused,
+        antagonist_top_k=result.antagonist_top_k,
     )
 
 

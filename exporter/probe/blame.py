@@ -66,3 +66,49 @@ def unknown_blame_ratio(
             if classify_culprit(key, identities, root_ids).kind is CulpritKind.UNKNOWN:
                 unknown += wait
     return unknown / total if total > 0 else None
+
+
+DEFAULT_ANTAGONIST_TOP_K = 10
+ANTAGONIST_KINDS = (CulpritKind.POD, CulpritKind.SYSTEM, CulpritKind.KERNEL)
+
+
+@dataclass(frozen=True, slots=True)
+class Antagonist:
+    """A culprit ranked across every victim of the node (docs/metrics.md)."""
+
+    culprit: NamedCulprit
+    window_s: float  # wait it caused to other victims over the blame window (the rank)
+    total_s: float  # ... since the exporter started (the exported counter)
+
+
+def antagonists(
+    blame_by_victim: Mapping[int, Mapping[CulpritKey, float]],
+    caused_total_s: Mapping[int, float],
+    identities: Mapping[int, Identity],
+    top_k: int = DEFAULT_ANTAGONIST_TOP_K,
+    root_ids: Collection[int] = (ROOT_CGROUP_ID,),
+) -> list[Antagonist]:
+    """The ``top_k`` culprits that caused the most run-queue wait to the other tracked
+    victims over the window, largest first (ties by name).
+
+    Ranked by the window (who hurts the node *now*), reported with the cumulative total
+    (``caused_total_s``, which only grows while the culprit exists), so a culprit that
+    leaves the top K and comes back resumes its counter where it is, never lower. Only
+    nameable culprits (pod, system, kernel) rank: idle and unknown wait are nobody's,
+    and a victim's wait behind its own tasks is not caused to anyone else.
+    """
+    window: dict[NamedCulprit, float] = {}
+    for victim, row in blame_by_victim.items():
+        for key, wait in row.items():
+            if not isinstance(key, int) or key == victim or wait <= 0:
+                continue
+            c = classify_culprit(key, identities, root_ids)
+            if c.kind in ANTAGONIST_KINDS:
+                window[c] = window.get(c, 0.0) + wait
+    total: dict[NamedCulprit, float] = {}
+    for key, caused in caused_total_s.items():
+        c = classify_culprit(key, identities, root_ids)
+        if c in window:
+            total[c] = total.get(c, 0.0) + caused
+    ranked = sorted(window.items(), key=lambda kv: (-kv[1], kv[0].culprit, kv[0].cgroup))
+    return [Antagonist(c, w, total[c]) for c, w in ranked if c in total][:top_k]

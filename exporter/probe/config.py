@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from .blame import DEFAULT_TOP_K
+from .blame import DEFAULT_ANTAGONIST_TOP_K, DEFAULT_TOP_K
 from .core import DEFAULT_BTF
 from .loader import ATTRIBUTIONS, SchedProbe
 from .select import LOADER_CHOICES
@@ -20,6 +20,7 @@ class ProbeConfig:
     min_wait_us: float = 50.0  # shorter waits stay out of the blame matrix
     kernel_source: str | None = None  # BCC headers; None: status.find_kernel_source()
     top_k: int = DEFAULT_TOP_K  # culprits exported per victim
+    antagonist_top_k: int = DEFAULT_ANTAGONIST_TOP_K  # culprits ranked per node
     loader: str = "auto"  # one of LOADER_CHOICES: CO-RE, else BCC (docs/probe.md)
     btf_path: str = DEFAULT_BTF  # the kernel BTF the CO-RE object is relocated against
 
@@ -30,6 +31,8 @@ class ProbeConfig:
             raise ValueError(f"probe attribution must be one of {ATTRIBUTIONS}")
         if self.top_k < 1:
             raise ValueError("probe top-k must be >= 1")
+        if self.antagonist_top_k < 1:
+            raise ValueError("probe antagonists top-k must be >= 1")
 
 
 def open_probe(cfg: ProbeConfig, procfs: str = "/proc") -> SchedProbe:

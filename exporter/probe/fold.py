@@ -9,7 +9,7 @@ owner, so a task in ``unit.service/sub`` is counted as (and blamed on)
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..window.model import MinuteFold
@@ -47,16 +47,21 @@ class ProbeSnapshot:
     status: ProbeStatus
     totals: ProbeTotals
     runq: dict[int, RunqHistogram]
+    # culprit cgroup id -> run-queue wait it caused to other tracked victims since the
+    # exporter started (contention_antagonist_wait_seconds_total; docs/metrics.md)
+    caused: dict[int, float] = field(default_factory=dict)
 
 
 class ProbeFolds:
     """Per tracked owner, the cumulative run-queue histogram, summed from the probe's
     deltas (not from its per-key totals, which drop a dead sub-cgroup's history and
-    would make the owner's counter go backwards)."""
+    would make the owner's counter go backwards); per culprit cgroup, the cumulative
+    wait it caused to the tracked victims other than itself."""
 
     def __init__(self, probe: Probe) -> None:
         self.probe = probe
         self._hists: dict[int, RunqHistogram] = {}
+        self._caused: dict[int, float] = {}
 
     def pass_(
         self,
@@ -84,8 +89,11 @@ class ProbeFolds:
         if probe.loaded and pass_number % PRUNE_EVERY_PASSES == 0:
             probe.prune(all_ids)
         self._cumulate(delta, live, own)
+        self._cumulate_caused(delta, live, all_ids, own)
         runq = {cid: h.copy() for cid, h in self._hists.items()}
-        return ProbeSnapshot(status=probe.status, totals=probe.totals(), runq=runq)
+        return ProbeSnapshot(
+            status=probe.status, totals=probe.totals(), runq=runq, caused=dict(self._caused)
+        )
 
     def _cumulate(self, delta: ProbeDelta, live: set[int], own: Callable[[int], int]) -> None:
         hists = self._hists
@@ -99,6 +107,28 @@ class ProbeFolds:
             hist.add(rd)
         for gone in [cid for cid in hists if cid not in live]:
             del hists[gone]
+
+    def _cumulate_caused(
+        self, delta: ProbeDelta, live: set[int], all_ids: set[int], own: Callable[[int], int]
+    ) -> None:
+        """Add each culprit cgroup's share of this poll's waits of the tracked victims,
+        its own wait excluded (its tasks queued behind each other). Idle and
+        unattributed wait are nobody's. A counter only ever grows while its cgroup
+        exists; it is forgotten when the cgroup is removed (nothing can add to it)."""
+        caused = self._caused
+        for vid, row in delta.blame.items():
+            victim = own(vid)
+            if victim not in live:
+                continue
+            for key, cell in row.items():
+                if not isinstance(key, int) or cell.wait_s <= 0:
+                    continue
+                culprit = own(key)
+                if culprit != victim:
+                    caused[culprit] = caused.get(culprit, 0.0) + cell.wait_s
+        if all_ids:
+            for gone in [c for c in caused if c not in all_ids and c not in live]:
+                del caused[gone]
 
 
 def _zero_when_loaded(live: set[int], current: Mapping[int, MinuteFold]) -> None:

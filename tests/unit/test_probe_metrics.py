@@ -262,3 +262,44 @@ def test_ambiguous_names_keep_their_path() -> None:
     assert counts == {WEB.cgroup, old.cgroup}
     assert WEB.series_labels() == {"namespace": "shop", "pod": "web-1", "container": "web"}
     assert KUBELET.series_labels() == {"cgroup": KUBELET.cgroup}
+
+
+def test_antagonists_rank_by_window_and_report_the_cumulative_total() -> None:
+    from exporter.probe.blame import antagonists
+
+    blame: dict[int, dict[CulpritKey, float]] = {
+        10: {20: 6.0, 40: 1.0, 10: 9.0, CULPRIT_IDLE: 5.0, 12345: 4.0},  # self, idle, unknown
+        40: {20: 1.0, 1: 3.0},  # kubelet as a victim: batch and the kernel
+        20: {10: 0.5},
+    }
+    caused = {20: 100.0, 1: 3.0, 40: 50.0, 10: 0.5, 12345: 9.0}
+    got = antagonists(blame, caused, IDS, top_k=3)
+    assert [(a.culprit.culprit, a.window_s, a.total_s) for a in got] == [
+        ("batch/crunch-7/crunch", 7.0, 100.0),
+        ("kernel", 3.0, 3.0),
+        ("system.slice/kubelet.service", 1.0, 50.0),
+    ]
+    # The bound: K culprits at most; web (0.5 s over the window) is left out, not zeroed.
+    assert [a.culprit.culprit for a in antagonists(blame, caused, IDS, top_k=1)] == [
+        "batch/crunch-7/crunch"
+    ]
+    # Ranked in the window but no cumulative count (cannot happen from one probe's
+    # deltas, but a culprit without a counter is left out rather than exported as 0).
+    assert antagonists({10: {20: 1.0}}, {}, IDS) == []
+
+
+def test_antagonist_counter_family() -> None:
+    victims = [
+        VictimProbeData(WEB, None, {20: 6.0, 40: 1.0, 10: 2.0}, cgroup_id=10),
+        VictimProbeData(KUBELET, None, {20: 2.0}, cgroup_id=40),
+    ]
+    text = expose(
+        list(
+            build_probe_families(
+                victims, IDS, LOADED, None, caused_total_s={20: 42.0, 40: 1.5, 10: 7.0}
+            )
+        )
+    )
+    got = [(lb["culprit"], v) for n, lb, v in samples(text) if n.startswith("contention_antag")]
+    assert got == [("batch/crunch-7/crunch", 42.0), ("system.slice/kubelet.service", 1.5)]
+    assert "# TYPE contention_antagonist_wait_seconds_total counter" in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -391,6 +392,45 @@ def test_probe_deltas_fold_into_owners(tree: Tree) -> None:
     sub.rmdir()
     snap = s.run_once(now=670.0)
     assert snap.probe is not None and snap.probe.runq[ids[victim]].counts[3] == 20
+
+
+def test_wait_caused_per_culprit_is_cumulative_and_ends_with_the_cgroup(tree: Tree) -> None:
+    """contention_antagonist_wait_seconds_total's source: every poll's waits of the
+    tracked victims added per culprit (owner-mapped), the victim's own wait left out,
+    idle and unattributed wait nobody's; a removed culprit is forgotten."""
+    from exporter.probe import BlameCell, ProbeDelta
+    from exporter.window import CULPRIT_IDLE, CULPRIT_UNATTRIBUTED
+
+    victim = tree.cgroup("/system.slice/victim.service")
+    hog = tree.cgroup("/system.slice/hog.service")
+    hog_sub = hog / "worker"
+    hog_sub.mkdir()
+    ids = {p: os.stat(p).st_ino for p in (victim, hog, hog_sub)}
+    probe = FakeProbe()
+    s = tree.sampler(probe=probe)
+    s.run_once(now=600.0)
+    for _ in range(2):
+        probe.deltas.append(
+            ProbeDelta(
+                interval_s=10.0,
+                blame={
+                    ids[victim]: {
+                        ids[hog_sub]: BlameCell(0.25, 5),  # counted for its owner
+                        ids[victim]: BlameCell(1.0, 2),  # its own wait: nobody else's
+                        CULPRIT_IDLE: BlameCell(1.0, 1),
+                        CULPRIT_UNATTRIBUTED: BlameCell(1.0, 1),
+                    },
+                    ids[hog]: {ids[victim]: BlameCell(0.5, 1)},
+                },
+            )
+        )
+    s.run_once(now=610.0)
+    snap = s.run_once(now=620.0)
+    assert snap.probe is not None
+    assert snap.probe.caused == {ids[hog]: 0.5, ids[victim]: 1.0}
+    shutil.rmtree(hog)
+    snap = s.run_once(now=630.0)
+    assert snap.probe is not None and snap.probe.caused == {ids[victim]: 1.0}
 
 
 def test_exported_blame_share_counts_the_minute_in_progress(tree: Tree) -> None:
