@@ -14,6 +14,7 @@ from collections.abc import Iterable
 USAGE = "contention_cpu_usage_seconds_total"
 SAMPLED = "contention_sampled_seconds_total"
 CPU_REQUEST = "contention_cpu_request_cores"
+CPU_LIMIT = "contention_cpu_limit_cores"
 PERIODS = "contention_cpu_cfs_periods_total"
 THROTTLED_PERIODS = "contention_cpu_cfs_throttled_periods_total"
 THROTTLED_SECONDS = "contention_cpu_cfs_throttled_seconds_total"
@@ -28,6 +29,7 @@ REFAULTS = "contention_memory_workingset_refaults_total"
 MEM_EVENTS = "contention_memory_events_total"
 WORKING_SET = "contention_memory_working_set_bytes"
 MEM_REQUEST = "contention_memory_request_bytes"
+MEM_LIMIT = "contention_memory_limit_bytes"
 RUNQ_BUCKET = "contention_runqueue_latency_seconds_bucket"
 RUNQ_COUNT = "contention_runqueue_latency_seconds_count"
 RUNQ_SUM = "contention_runqueue_latency_seconds_sum"  # the total wait
@@ -106,6 +108,15 @@ def steal_ratio(window: str, *matchers: str, k: int = 0) -> str:
     """The share of the node's CPU time the hypervisor gave to other guests (/proc/stat
     steal over the node's cores): the cpu-steal finding's signal."""
     return f"{rate(NODE_STEAL, window, *matchers, k=k)} / {sel(NODE_CORES, *matchers)}"
+
+
+def increase(metric: str, window: str, *matchers: str) -> str:
+    return f"increase({sel(metric, *matchers)}[{window}])"
+
+
+def increase_refaults(window: str, *matchers: str) -> str:
+    """Workingset refaults over ``window``, anonymous and file together."""
+    return f"sum without(type) ({increase(REFAULTS, window, *matchers)})"
 
 
 def usage_cores(window: str, *matchers: str) -> str:

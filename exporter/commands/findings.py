@@ -76,6 +76,9 @@ def render_table(doc: dict[str, Any], out: TextIO, evidence: bool = False) -> No
     out.write("\n")
     for f in rows:
         out.write(f"- {f.get('message')}\n  fix: {f.get('remediation')}\n")
+        why = (f.get("suggestion") or {}).get("reason")
+        if why:
+            out.write(f"  (no suggested value: {why})\n")
         if evidence:
             for k, v in (f.get("evidence") or {}).items():
                 out.write(f"    {k}: {json.dumps(v)}\n")

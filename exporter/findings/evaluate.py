@@ -15,7 +15,7 @@ from ..cgroupfs.discovery import CgroupKind
 from ..identity import Identity
 from ..probe.culprit import classify_culprit
 from ..window.model import ContainerWindow, MinuteFold, NodeFold, Window
-from . import messages
+from . import messages, suggest
 from .aggregates import (
     Clock,
     Overage,
@@ -39,6 +39,7 @@ from .model import (
     Victim,
     sort_findings,
 )
+from .remediation import Suggestion
 from .signals import (
     CpuMinute,
     at_least,
@@ -91,11 +92,18 @@ class _Context:
         # The node's CPU steal share in each sustain minute (None: not measured).
         self.steal = [node_steal(node.get(m), window.node_cpu_cores) for m in clock.sustain]
         self.steal_sustained = all(at_least(x, th.cpu_steal_ratio) for x in self.steal)
+        self._node_short: Suggestion | None = None
 
     def overages(self) -> list[Overage]:
         if self._overages is None:  # only when some victim is under node pressure
             self._overages = memory_overages(self.window, self.now, self.th)
         return self._overages
+
+    def node_short(self) -> Suggestion:
+        if self._node_short is None:  # only when some victim is cpu-contended
+            steal = self.steal[-1] if self.steal_sustained else None
+            self._node_short = suggest.node_cpu_short(self.window, self.clock, self.th, steal)
+        return self._node_short
 
 
 def _judge(ctx: _Context, cid: int, cw: ContainerWindow) -> list[Finding]:
@@ -178,6 +186,7 @@ def _throttled(
         last_seen=float(max(thr_minutes, default=clock.latest) + 60),
         message=messages.throttled(cw.identity.name, ratio, throttle, cw.cpu_limit_cores, ctx.th),
         remediation=REMEDIATION[Kind.CPU_THROTTLED],
+        suggestion=suggest.cpu_limit(cw, wfolds, ctx.th),
     )
 
 
@@ -234,6 +243,7 @@ def _cpu_stall_findings(
                 last_seen=last,
                 message=messages.noisy_neighbor(cw.identity.name, stall, culprit, th, steal),
                 remediation=REMEDIATION[Kind.NOISY_NEIGHBOR],
+                suggestion=suggest.cpu_request(b.ref, ccw, usage, request, clock, th),
             )
         )
     if out:
@@ -253,6 +263,7 @@ def _cpu_stall_findings(
                 if steal is not None
                 else REMEDIATION[Kind.CPU_CONTENDED]
             ),
+            suggestion=ctx.node_short(),
         )
     ]
 
@@ -339,6 +350,7 @@ def _memory_finding(
             last_seen=float(clock.latest + 60),
             message=messages.memory_limit_thrash(cw.identity.name, ev),
             remediation=REMEDIATION[Kind.MEMORY_LIMIT_THRASH],
+            suggestion=suggest.memory_limit(cw, lf, th),
         )
     return None
 
@@ -389,6 +401,7 @@ def _memory_pressure(
     th, clock, window = ctx.th, ctx.clock, ctx.window
     overages = ctx.overages()
     culprit = None
+    ccw = None
     top = overages[0] if overages else None
     if top is not None and at_least(top.share, th.mem_culprit_share):
         assert top.share is not None
@@ -420,4 +433,5 @@ def _memory_pressure(
         last_seen=float(clock.latest + 60),
         message=messages.memory_pressure(cw.identity, ev, culprit),
         remediation=REMEDIATION[Kind.MEMORY_PRESSURE],
+        suggestion=suggest.memory_request(culprit.identity if culprit else None, ccw, clock, th),
     )

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..identity import Identity
 from ..window.model import Window
+from .remediation import Suggestion
 
 SCHEMA_VERSION = 1
 
@@ -139,6 +140,9 @@ class Finding:
     last_seen: float  # epoch seconds: end of the latest minute that held
     message: str
     remediation: str = field(default="")
+    # the computed setting (docs/findings.md#remediation-with-numbers); when present,
+    # its sentence is the remediation
+    suggestion: Suggestion | None = None
 
     def key(self) -> tuple[str, str, str, str]:
         """(kind, victim cgroup, culprit cgroup or "", severity): what the rules agree on."""
@@ -159,8 +163,14 @@ class Finding:
             "first_seen": self.first_seen,
             "last_seen": self.last_seen,
             "message": self.message,
-            "remediation": self.remediation or REMEDIATION[self.kind],
+            "remediation": self.remediation_text(),
+            "suggestion": self.suggestion.to_dict() if self.suggestion else None,
         }
+
+    def remediation_text(self) -> str:
+        if self.suggestion is not None:
+            return self.suggestion.text
+        return self.remediation or REMEDIATION[self.kind]
 
 
 def sort_findings(findings: list[Finding]) -> list[Finding]:

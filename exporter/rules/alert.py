@@ -5,7 +5,8 @@ pack"): ``severity`` first, then its own labels, then ``alertLabels``; a static
 ``summary``, a templated ``description``, and the runbook reference — ``runbook_url``
 when ``runbookUrl`` is set, else a ``runbook`` annotation naming the section of
 docs/runbook.md shipped with the release (no link to a site that does not exist).
-``disabledAlerts`` drops an alert from the pack.
+``disabledAlerts`` drops an alert from the pack. A finding's alert also carries its
+``remediation``: what to change, with the value computed from the window.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def alerting_rule(
     *,
     summary: str,
     description: str,
+    remediation: str | None = None,
     labels: Mapping[str, str] | None = None,
     for_: str | None = None,
 ) -> dict[str, Any]:
@@ -45,9 +47,11 @@ def alerting_rule(
     if for_:
         rule["for"] = for_
     rule["labels"] = {"severity": severity, **(labels or {}), **dict(th.alert_labels)}
+    fix = {"remediation": remediation} if remediation else {}
     rule["annotations"] = {
         "summary": summary,
         "description": description,
+        **fix,
         **runbook_annotations(th, name),
     }
     return rule

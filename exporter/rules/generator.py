@@ -33,7 +33,16 @@ from typing import Any
 import yaml
 
 from .. import promql as pq
-from ..findings.model import CULPRIT_HYPERVISOR, NAMEABLE_CULPRIT_KINDS, Kind
+from ..findings.model import CULPRIT_HYPERVISOR, NAMEABLE_CULPRIT_KINDS, REMEDIATION, Kind
+from ..findings.remediation import (
+    MIB,
+    MILLI,
+    PAGE_BYTES,
+    ROUNDING_SLACK,
+    TEXT_UNDER_STEAL,
+    TEXT_WITH_VALUE,
+    TEXT_WITHOUT_VALUE,
+)
 from ..findings.thresholds import Thresholds, duration_ms
 from ..identity import IDENTITY_LABELS
 from ..probe.histogram import RUNQ_BOUNDS_S, le_label
@@ -107,6 +116,12 @@ R_MEM_PRESSURE = "cgroup:contention_memory_pressure:sustained"
 R_MEM_THRASH = "cgroup:contention_memory_limit_thrash:sustained"
 R_MEM_CRIT = "cgroup:contention_memory_severity_critical:rate1m"
 R_STEAL_SUSTAINED = "node:contention_node_cpu_steal:sustained"
+# Remediation values (docs/findings.md#remediation-with-numbers), for the annotations:
+R_FIX_CPU_LIMIT = "cgroup:contention_cpu_demand_millicores:ceil_rate{w}"
+R_FIX_CPU_REQUEST = "cgroup:contention_cpu_usage_millicores:ceil_ratio_rate{w}"
+R_FIX_NODE_CPU = "node:contention_runqueue_wait_millicores:ceil_increase{w}"
+R_FIX_MEM_LIMIT = "cgroup:contention_memory_working_set_refaulted_mebibytes:ceil_increase1m"
+R_FIX_MEM_REQUEST = "cgroup:contention_memory_working_set_mebibytes:ceil"
 
 INF_SEL = 'le="+Inf"'
 
@@ -296,6 +311,55 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
         ),
         rl(R_MEM_CRIT, _flag(f"{q.rate(pq.MEM_FULL, '1m')} >= {num(th.critical_mem_full)}")),
         rl(R_STEAL_SUSTAINED, _flag(q.each_sustain_minute(R_STEAL_1M + "{off}"))),
+        *remediation_rules(th),
+    ]
+
+
+def _above(value: str, on: str, setting: str, scale: str) -> str:
+    """``value`` where it exceeds the current ``setting`` (in the value's unit), or where
+    there is no such setting: a suggestion never lowers what is set."""
+    above = f"(\n  {value}\n  > {on} group_left() ({setting} {scale})\n)"
+    return f"{above}\nor\n({value} unless {on} {setting})"
+
+
+def remediation_rules(th: Thresholds) -> list[dict[str, Any]]:
+    """The suggested values, in the arithmetic order of ``exporter.findings.suggest``."""
+    q = RuleTerms(th)
+    w = q.w
+    cgroup_on = q.on(*IDENTITY_LABELS)
+    slack = num(ROUNDING_SLACK)
+    ws = q.s(pq.WORKING_SET)
+    demand = (
+        f"ceil(\n  ({q.rate(pq.USAGE, w)} + {q.rate(pq.THROTTLED_SECONDS, w)})\n"
+        f"  / {q.rate(pq.SAMPLED, w)} * {MILLI} - {slack}\n)"
+    )
+    refaults = f"({pq.increase_refaults('1m', *q.m)} or {ws} * 0)"
+    mem_limit = f"ceil(({ws} + {refaults} * {PAGE_BYTES}) / {MIB} - {slack})"
+    unthrottled_wait = (
+        f"{pq.increase(pq.RUNQ_SUM, w, *q.m)}\n    unless {cgroup_on}\n"
+        f"    ({R_THROTTLE.format(w=w)} >= {num(th.throttled_ratio_max)})"
+    )
+    return [
+        {
+            "record": R_FIX_CPU_LIMIT.format(w=w),
+            "expr": _above(demand, cgroup_on, q.s(pq.CPU_LIMIT), f"* {MILLI}"),
+        },
+        {
+            "record": R_FIX_CPU_REQUEST.format(w=w),
+            # only while the culprit still runs: a gone one's use over the window is unknown
+            "expr": f"ceil({R_USAGE.format(w=w)} * {MILLI} - {slack})\n"
+            f"and present_over_time({q.s(pq.USAGE)}[1m])",
+        },
+        {
+            "record": R_FIX_NODE_CPU.format(w=w),
+            "expr": f"ceil(\n  sum by({q.node}) (\n    {unthrottled_wait}\n  )"
+            f" / {num(th.window_s)} * {MILLI} - {slack}\n) > 0",
+        },
+        {
+            "record": R_FIX_MEM_LIMIT,
+            "expr": _above(mem_limit, cgroup_on, q.s(pq.MEM_LIMIT), f"/ {MIB}"),
+        },
+        {"record": R_FIX_MEM_REQUEST, "expr": f"ceil({ws} / {MIB} - {slack})"},
     ]
 
 
@@ -410,10 +474,72 @@ def descriptions(th: Thresholds) -> dict[Kind, str]:
     }
 
 
+VALUE_T = '{{ . | first | value | printf "%.0f" }}'
+
+
+def _fix_t(
+    th: Thresholds,
+    kind: Kind,
+    record: str,
+    whose: str | None,
+    culprit_t: str = "",
+    texts: tuple[str, str] | None = None,
+) -> str:
+    """The remediation sentence of ``kind`` with the recording rule's value for this
+    alert: the victim's (``whose=""``), the culprit's (``"culprit_"``: its identity
+    labels, prefixed) or the node's (None); or the sentence without a value.
+    ``texts``: the (with value, without) sentences, by default the kind's."""
+    own = IDENTITY_LABELS if whose is not None else ()
+    sel = ",".join(f"{lab}=%q" for lab in (*th.join_labels, *own))
+    args = " ".join(
+        [f"$labels.{lab}" for lab in th.join_labels] + [f"$labels.{whose}{lab}" for lab in own]
+    )
+    w = th.window_minutes
+    with_text, without_text = texts or (TEXT_WITH_VALUE[kind], TEXT_WITHOUT_VALUE[kind])
+    with_value = with_text.format(value=VALUE_T, culprit=culprit_t, w=w)
+    without = without_text.format(culprit=culprit_t, w=w)
+    return (
+        f'{{{{ with printf "{record}{{{sel}}}" {args} | query }}}}'
+        f"{with_value}{{{{ else }}}}{without}{{{{ end }}}}"
+    )
+
+
+def remediations(th: Thresholds) -> dict[Kind, str]:
+    w = f"{th.window_minutes}m"
+    mem = _fix_t(th, Kind.MEMORY_PRESSURE, R_FIX_MEM_REQUEST, "culprit_", MEM_CULPRIT_T)
+    node_short = R_FIX_NODE_CPU.format(w=w)
+    contended = Kind.CPU_CONTENDED
+    return {
+        Kind.CPU_THROTTLED: _fix_t(th, Kind.CPU_THROTTLED, R_FIX_CPU_LIMIT.format(w=w), ""),
+        Kind.NOISY_NEIGHBOR: _fix_t(
+            th,
+            Kind.NOISY_NEIGHBOR,
+            R_FIX_CPU_REQUEST.format(w=w),
+            "culprit_",
+            "{{ $labels.culprit }}",
+        ),
+        # under sustained steal the sentence points at the VM's host first
+        Kind.CPU_CONTENDED: _node_with_t(
+            th,
+            R_STEAL_SUSTAINED,
+            _fix_t(th, contended, node_short, None, texts=TEXT_UNDER_STEAL[contended]),
+            _fix_t(th, contended, node_short, None),
+        ),
+        Kind.MEMORY_PRESSURE: (
+            "{{ if or $labels.culprit_pod $labels.culprit_cgroup }}"
+            f"{mem}{{{{ else }}}}{TEXT_WITHOUT_VALUE[Kind.MEMORY_PRESSURE]}{{{{ end }}}}"
+        ),
+        Kind.MEMORY_LIMIT_THRASH: _fix_t(th, Kind.MEMORY_LIMIT_THRASH, R_FIX_MEM_LIMIT, ""),
+        # no number: the fix is another host, which the node's figures cannot size
+        Kind.CPU_STEAL: REMEDIATION[Kind.CPU_STEAL],
+    }
+
+
 def alert_rules(th: Thresholds) -> list[dict[str, Any]]:
     q = RuleTerms(th)
     on_v = q.on(*IDENTITY_LABELS)
     desc = descriptions(th)
+    fix = remediations(th)
     mem_labels = ", ".join(CULPRIT_IDENTITY)
 
     nn = f"{R_BLAME_CULPRIT} and {on_v} {R_CPU_VICTIM}"
@@ -457,6 +583,7 @@ def alert_rules(th: Thresholds) -> list[dict[str, Any]]:
             severity,
             summary=SUMMARIES[kind],
             description=desc[kind],
+            remediation=fix[kind],
             labels={"finding": kind.value, **STATIC_LABELS.get(kind, {})},
         )
         for kind, variants in plan

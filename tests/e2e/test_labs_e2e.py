@@ -387,6 +387,7 @@ def test_1_lab(e2e: E2E, name: str) -> None:
         assert n.annotations.get("summary") and n.annotations.get("description"), n
         anchor = n.labels["alertname"].lower()
         assert n.annotations.get("runbook_url") == f"{RUNBOOK_URL}#{anchor}", n
+        assert n.annotations.get("remediation"), n  # the sentence, with or without a value
     assert not errors, f"dashboard queries failed during lab {name}:\n" + "\n".join(errors)
     for title in CONCERNS[name]:
         victim = lab.ref(lab.expect[0].victim)  # the panels' `victim` label

@@ -22,6 +22,7 @@ A scenario (YAML)::
           cpu_usage_s: 30
           cpu_some_s: {0: 0, 4: 15}
           runq: {events: 100, over_20ms: 5}
+          wait_s: 12                 # run-queue wait (contention_runqueue_latency_seconds_sum)
           blame: {batch: 20, idle: 1, unknown: 3}
     others:                          # named but not tracked (system units, kernel, opted out)
       - {name: kernel, kind: root, cgroup: /}
@@ -86,6 +87,7 @@ _SERIES_KEYS = {
     "mem_max",
     "working_set_bytes",
     "runq",
+    "wait_s",
     "blame",
 }
 _RUNQ_KEYS = {"events", "over_20ms", "over_200ms", "overflow"}
@@ -214,7 +216,7 @@ class Scenario:
             memory_bytes=ws,
             working_set_bytes=ws,
             runq_buckets=list(self.runq[name][m]) if name in self.runq else None,
-            runq_sum_s=None,
+            runq_sum_s=get("wait_s"),
             blame_s=dict(self.blame[name][m]) if name in self.blame else None,
         )
 
@@ -326,6 +328,8 @@ class Scenario:
                         "values": " ".join(["_"] * start + [str(sum(c)) for c in cums]),
                     }
                 )
+            if "wait_s" in pm:  # the histogram's _sum: its total wait
+                counter("contention_runqueue_latency_seconds_sum", lab, pm["wait_s"])
             if name in self.blame:
                 out.extend(self._blame_series(mem, th, labels))
         start = 0  # the node's series exist from the first minute, whoever starts late

@@ -116,7 +116,7 @@ def alert_annotations(  # noqa: C901 - one description per finding kind
     if k is Kind.CPU_STEAL:
         assert f.culprit is not None
         return _annotations(
-            k,
+            f,
             th,
             f"The hypervisor took {humanize_percentage(f.culprit.blame_share)} of the node's "
             f"CPU time (steal) in the latest minute, at least {th.cpu_steal_ratio * 100:g}% "
@@ -211,15 +211,28 @@ def alert_annotations(  # noqa: C901 - one description per finding kind
             "the latest minute) while hitting its own memory limit (memory.events high/max "
             "rising); the node is not under memory pressure beyond its own stall."
         )
-    return _annotations(k, th, desc)
+    return _annotations(f, th, desc)
 
 
-def _annotations(k: Kind, th: Thresholds, desc: str) -> dict[str, str]:
+def _annotations(f: Finding, th: Thresholds, desc: str) -> dict[str, str]:
+    k = f.kind
     return {
         "summary": SUMMARIES[k],
         "description": desc,
+        "remediation": remediation_annotation(f),
         **runbook_annotations(th, ALERT_NAMES[k]),
     }
+
+
+def remediation_annotation(f: Finding) -> str:
+    """The evaluator's suggestion, as the alert's ``remediation`` annotation must read:
+    the same sentence with the same number (or the same sentence without one). A
+    node-level finding (cpu-steal) suggests no number: its fixed sentence."""
+    if f.kind in NODE_KINDS:
+        assert f.suggestion is None, f"{f.kind}: a node-level finding suggests no value"
+        return f.remediation_text()
+    assert f.suggestion is not None, f"{f.kind}: every finding carries a suggestion"
+    return f.suggestion.text
 
 
 def render_tests(
@@ -229,16 +242,19 @@ def render_tests(
     with_annotations: bool,
     eval_times: str = "full",
     target: Mapping[str, str] = TARGET,
+    remediation_only: bool = False,
 ) -> dict[str, Any]:
     """A promtool unit-test document: one test per scenario, every alert at every time.
 
     ``eval_times="full"`` compares from the first full window on (where PromQL's
     rate() over the window and the evaluator's sums cover the same minutes);
     ``"all"`` from minute 1. ``target``: the target labels of the scenario's exporter.
-    An alert the config disables is expected never to fire.
+    An alert the config disables is expected never to fire. ``remediation_only``:
+    expect only the ``remediation`` annotation (for a rule file stripped of the
+    others): the suggested values agree.
     """
     tests = [
-        render_test([(scn, target)], th, with_annotations, eval_times, name=scn.name)
+        render_test([(scn, target)], th, with_annotations, eval_times, scn.name, remediation_only)
         for scn in scenarios
     ]
     return {"rule_files": [rule_file], "evaluation_interval": "1m", "tests": tests}
@@ -250,6 +266,7 @@ def render_test(
     with_annotations: bool,
     eval_times: str = "full",
     name: str = "",
+    remediation_only: bool = False,
 ) -> dict[str, Any]:
     """One promtool test of several exporters at once, each a scenario under its own
     target labels (e.g. two clusters in one Prometheus): their series together, and at
@@ -269,7 +286,9 @@ def render_test(
                     continue
                 labels = alert_labels(f, th, target)
                 item: dict[str, Any] = {"exp_labels": labels}
-                if with_annotations:
+                if remediation_only:
+                    item["exp_annotations"] = {"remediation": remediation_annotation(f)}
+                elif with_annotations:
                     item["exp_annotations"] = alert_annotations(f, scn, t, th, labels)
                 exp[alertname].append(item)
         for alertname, items in exp.items():

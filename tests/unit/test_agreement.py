@@ -67,19 +67,24 @@ def test_scenario_expectations(corpus: list[Scenario], th: Thresholds) -> None:
     assert not failures, "\n".join(failures)
 
 
-def _labels_only(groups: dict[str, Any]) -> dict[str, Any]:
-    """The generated rules without annotations: the agreement is about gating."""
+def _labels_and_remediation(groups: dict[str, Any]) -> dict[str, Any]:
+    """The generated rules with one annotation, the remediation: the agreement is about
+    gating and about the suggested value (docs/findings.md#remediation-with-numbers)."""
     out = copy.deepcopy(groups)
     for g in out["groups"]:
         for r in g["rules"]:
-            r.pop("annotations", None)
+            ann = r.pop("annotations", None)
+            if ann and "remediation" in ann:  # the self-monitoring alerts have none
+                r["annotations"] = {"remediation": ann["remediation"]}
     return out
 
 
 @pytest.mark.skipif(not _have_promtool(), reason="promtool not installed")
 def test_evaluator_and_rules_agree(corpus: list[Scenario], th: Thresholds, tmp_path: Path) -> None:
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(_labels_only(rule_groups(th))))
-    doc = render_tests(corpus, th, "rules.yaml", with_annotations=False, eval_times="all")
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(_labels_and_remediation(rule_groups(th))))
+    doc = render_tests(
+        corpus, th, "rules.yaml", with_annotations=False, eval_times="all", remediation_only=True
+    )
     test_file = tmp_path / "agreement.test.yaml"
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     test_file.write_text(yaml.dump(doc, Dumper=dumper, sort_keys=False, width=1000))

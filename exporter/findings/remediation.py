@@ -1,0 +1,138 @@
+"""Remediation with numbers: each finding's suggested setting, computed from the window.
+
+docs/findings.md#remediation-with-numbers gives the method and its limits. Every value
+is computed in the same arithmetic order as the generated rules' recording rules
+(``exporter.rules``), which render the same sentence into the alert's ``remediation``
+annotation, so the two agree to the bit on the scenario corpus. When a number cannot
+be computed (no usage history, no throttled time, a culprit that is not sampled or
+gone, no run-queue data) the suggestion says so and carries no value: never a guess.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+MILLI = 1000  # CPU suggestions are whole millicores, rounded up
+MIB = 1048576  # memory suggestions are whole MiB, rounded up
+PAGE_BYTES = 4096  # one refaulted page (the base page size on x86-64 and most arm64)
+# Rounding up ignores this much (in millicores or MiB): a value that is a whole number
+# in exact arithmetic can come out a hair above it in floating point (Prometheus
+# extrapolates a young series' rates), and must not round up one more.
+ROUNDING_SLACK = 1e-6
+
+# The sentence of each finding kind, with a value and without one. ``{value}`` is the number
+# (millicores or MiB), ``{culprit}`` the culprit's name, ``{w}`` the window in minutes.
+# The rules generator fills the same placeholders with Go template snippets.
+TEXT_WITH_VALUE = {
+    "cpu-throttled": (
+        "Set resources.limits.cpu to at least {value}m, its average use plus the CPU time "
+        "it was throttled over the last {w}m, or remove the limit."
+    ),
+    "noisy-neighbor": (
+        "Give {culprit} a CPU request of at least {value}m, its average use over the last "
+        "{w}m, or lower its usage; or move one of the two to another node."
+    ),
+    "cpu-contended": (
+        "The node is short about {value}m of CPU: that much runnable work of its "
+        "containers waited for a CPU on average over the last {w}m. Add that capacity or "
+        "move work to another node."
+    ),
+    "memory-pressure": (
+        "Set the memory request of {culprit} to at least {value}Mi, its working set, or "
+        "add memory to the node."
+    ),
+    "memory-limit-thrash": (
+        "Set resources.limits.memory to at least {value}Mi, its working set plus the "
+        "pages it read back in the latest minute."
+    ),
+}
+TEXT_WITHOUT_VALUE = {
+    "cpu-throttled": (
+        "Raise or remove resources.limits.cpu; no limit could be computed from the window."
+    ),
+    "noisy-neighbor": (
+        "Lower {culprit}'s usage or give it a request that reflects it (its use over the "
+        "window is not known); or move one of the two to another node."
+    ),
+    "cpu-contended": (
+        "Add capacity or spread the workload; how much CPU the node is short could not be "
+        "computed from the window."
+    ),
+    "memory-pressure": (
+        "Set or raise memory requests on the containers using most beyond their requests, "
+        "or add memory to the node."
+    ),
+    "memory-limit-thrash": (
+        "Raise resources.limits.memory; no limit could be computed from the window."
+    ),
+}
+
+# cpu-contended while the node loses CPU to steal (docs/findings.md#cpu-steal): the
+# missing CPU went to other guests on the host, so the sentence says so first and gives
+# the shortfall after it.
+STEAL_FIRST = (
+    "The hypervisor is taking the node's CPU (see the cpu-steal finding, alert "
+    "ContentionCPUSteal): move the node to another host or a larger instance type before "
+    "spreading the workload"
+)
+TEXT_UNDER_STEAL = {
+    "cpu-contended": (
+        STEAL_FIRST + "; about {value}m of its containers' runnable work waited for a CPU "
+        "on average over the last {w}m.",
+        STEAL_FIRST + ".",
+    ),
+}
+
+SETTINGS = {
+    "cpu-throttled": ("victim", "cpu_limit", "millicores"),
+    "noisy-neighbor": ("culprit", "cpu_request", "millicores"),
+    "cpu-contended": ("node", "cpu_capacity", "millicores"),
+    "memory-pressure": ("culprit", "memory_request", "mebibytes"),
+    "memory-limit-thrash": ("victim", "memory_limit", "mebibytes"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Suggestion:
+    """The number a finding's remediation suggests, or why there is none."""
+
+    kind: str  # the finding's kind (a Kind value)
+    value: int | None  # millicores or MiB (``unit``); None: could not be computed
+    basis: dict[str, Any] = field(default_factory=dict)  # the numbers it comes from
+    reason: str | None = None  # why ``value`` is None
+    culprit: str = ""  # the culprit's name, for the sentence
+    window_minutes: int = 5
+    under_steal: bool = False  # the node's cpu-steal is sustained (TEXT_UNDER_STEAL)
+
+    @property
+    def text(self) -> str:
+        """The sentence, exactly as the alert's ``remediation`` annotation renders it."""
+        if self.under_steal and self.kind in TEXT_UNDER_STEAL:
+            with_value, without = TEXT_UNDER_STEAL[self.kind]
+        else:
+            with_value, without = TEXT_WITH_VALUE[self.kind], TEXT_WITHOUT_VALUE[self.kind]
+        tmpl = with_value if self.value is not None else without
+        return tmpl.format(value=self.value, culprit=self.culprit, w=self.window_minutes)
+
+    def to_dict(self) -> dict[str, Any]:
+        target, setting, unit = SETTINGS[self.kind]
+        return {
+            "target": target,
+            "setting": setting,
+            "value": self.value,
+            "unit": unit,
+            "basis": dict(self.basis),
+            "reason": self.reason,
+        }
+
+
+def millicores(cores: float) -> int:
+    """Cores as whole millicores, rounded up (``ceil(x * 1000 - 1e-06)`` in the rules)."""
+    return math.ceil(cores * MILLI - ROUNDING_SLACK)
+
+
+def mebibytes(n_bytes: float) -> int:
+    """Bytes as whole MiB, rounded up (``ceil(x / 1048576 - 1e-06)`` in the rules)."""
+    return math.ceil(n_bytes / MIB - ROUNDING_SLACK)

@@ -1,0 +1,187 @@
+"""The numbers of each finding's remediation, from the window (docs/findings.md).
+
+One function per kind, each in the arithmetic order of its recording rule in
+``exporter.rules`` (``cgroup:contention_cpu_demand_millicores:ceil_rate<w>`` and the
+others), so the evaluator and Prometheus suggest the same value. What cannot be
+computed is said (``Suggestion.reason``), never guessed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..identity import Identity
+from ..window.model import ContainerWindow, MinuteFold, Window
+from .aggregates import Clock, folds_in, throttle_totals
+from .model import Kind
+from .remediation import MIB, PAGE_BYTES, Suggestion, mebibytes, millicores
+from .signals import at_least
+from .thresholds import Thresholds
+
+
+def _latest(cw: ContainerWindow | None, clock: Clock) -> MinuteFold | None:
+    if cw is None:
+        return None
+    return next((f for f in cw.folds if f.minute == clock.latest), None)
+
+
+def cpu_limit(cw: ContainerWindow, wfolds: list[MinuteFold], th: Thresholds) -> Suggestion:
+    """cpu-throttled: the limit that covers its average use plus the time it was held
+    back, ``ceil((rate(usage) + rate(throttled_seconds)) / rate(sampled) * 1000)``."""
+    w = th.window_minutes
+    limit = cw.cpu_limit_cores
+    basis: dict[str, float | None] = {"cpu_limit_cores": limit}
+    secs = sum(f.seconds for f in wfolds)
+    if not wfolds or secs <= 0:
+        return _none(Kind.CPU_THROTTLED, w, basis, "no CPU usage history in the window")
+    if all(f.throttled_s is None for f in wfolds):
+        return _none(Kind.CPU_THROTTLED, w, basis, "the kernel reported no throttled time for it")
+    r = float(th.window_s)
+    used = sum(f.cpu_usage_s for f in wfolds)
+    held = sum(f.throttled_s or 0.0 for f in wfolds)
+    demand = (used / r + held / r) / (secs / r)
+    basis.update(
+        cpu_usage_cores=used / secs, cpu_throttled_cores=held / secs, cpu_demand_cores=demand
+    )
+    value = millicores(demand)
+    if limit is not None and value <= limit * 1000:
+        return _none(
+            Kind.CPU_THROTTLED,
+            w,
+            basis,
+            f"its average demand ({demand:.3f} cores) fits its current limit ({limit:g}): "
+            "it is throttled by bursts shorter than the window, which an average cannot size",
+        )
+    return Suggestion(Kind.CPU_THROTTLED, value, basis, window_minutes=w)
+
+
+def cpu_request(
+    culprit_name: str,
+    ccw: ContainerWindow | None,
+    usage: float | None,
+    request: float | None,
+    clock: Clock,
+    th: Thresholds,
+) -> Suggestion:
+    """noisy-neighbor: the culprit's request matching its measured use,
+    ``ceil(usage over the window * 1000)``, while it still runs."""
+    w = th.window_minutes
+    basis = {"cpu_usage_cores": usage, "cpu_request_cores": request}
+    if ccw is None or usage is None:
+        why = "its CPU use is not sampled (an untracked cgroup, the kernel or an opted-out pod)"
+        return _none(Kind.NOISY_NEIGHBOR, w, basis, why, culprit_name)
+    if _latest(ccw, clock) is None:
+        why = "it was gone before the window ended, so its use over the window is not known"
+        return _none(Kind.NOISY_NEIGHBOR, w, basis, why, culprit_name)
+    return Suggestion(
+        Kind.NOISY_NEIGHBOR, millicores(usage), basis, culprit=culprit_name, window_minutes=w
+    )
+
+
+def node_cpu_short(
+    window: Window, clock: Clock, th: Thresholds, steal: float | None = None
+) -> Suggestion:
+    """cpu-contended: the run-queue wait of the node's containers over the window, per
+    second: on average how much runnable work found no CPU,
+    ``ceil(sum(increase(wait)) / window_s * 1000)``. Containers throttled at or above
+    ``throttledRatioMax`` are left out: they wait on their own quota, not on the node.
+    ``steal``: the node's latest steal share while cpu-steal is sustained; the sentence
+    then points at the VM's host first (docs/findings.md#cpu-steal)."""
+    w = th.window_minutes
+    under_steal = steal is not None
+    total: float | None = None
+    excluded = 0
+    for cw in window.containers.values():
+        folds = folds_in(cw, clock.window)
+        waits = [f.runq_sum_s for f in folds if f.runq_sum_s is not None]
+        if not waits:
+            continue
+        throttle = throttle_totals(folds, th)
+        if throttle is not None and at_least(throttle["ratio"], th.throttled_ratio_max):
+            excluded += 1
+            continue
+        total = (total or 0.0) + sum(waits)
+    basis: dict[str, float | None] = {
+        "runqueue_wait_seconds": total,
+        "node_cpu_cores": window.node_cpu_cores or None,
+        "throttled_containers_left_out": excluded,
+    }
+    if under_steal:
+        basis["node_cpu_steal_ratio"] = steal
+    if total is None:
+        why = "no run-queue wait data (the scheduler probe is not loaded)"
+        return _none(Kind.CPU_CONTENDED, w, basis, why, under_steal=under_steal)
+    value = millicores(total / th.window_s)
+    if value <= 0:
+        why = "its containers' run-queue wait over the window rounds to no CPU at all"
+        return _none(Kind.CPU_CONTENDED, w, basis, why, under_steal=under_steal)
+    return Suggestion(Kind.CPU_CONTENDED, value, basis, window_minutes=w, under_steal=under_steal)
+
+
+def memory_limit(cw: ContainerWindow, latest: MinuteFold, th: Thresholds) -> Suggestion:
+    """memory-limit-thrash: its working set plus the pages it read back in the latest
+    minute, ``ceil((working_set + refaults * 4096) / 1048576)`` MiB, above its limit."""
+    w = th.window_minutes
+    ws, limit = latest.working_set_bytes, cw.memory_limit_bytes
+    basis: dict[str, float | None] = {
+        "working_set_bytes": ws,
+        "refaults_latest_minute": latest.refaults,
+        "memory_limit_bytes": limit,
+    }
+    if ws is None:
+        why = "no working set reported for the latest minute"
+        return _none(Kind.MEMORY_LIMIT_THRASH, w, basis, why)
+    value = mebibytes(ws + latest.refaults * PAGE_BYTES)
+    if limit is not None and value <= limit / MIB:
+        why = (
+            "its working set plus the pages it read back fits under its current limit: "
+            "it is held back by memory.high or by bursts within the minute"
+        )
+        return _none(Kind.MEMORY_LIMIT_THRASH, w, basis, why)
+    return Suggestion(Kind.MEMORY_LIMIT_THRASH, value, basis, window_minutes=w)
+
+
+def memory_request(
+    culprit: Identity | None, ccw: ContainerWindow | None, clock: Clock, th: Thresholds
+) -> Suggestion:
+    """memory-pressure: the request the heuristic culprit would need to cover its working
+    set, ``ceil(working_set / 1048576)`` MiB."""
+    w = th.window_minutes
+    if culprit is None:
+        why = "no single container dominates the node's memory beyond requests"
+        return _none(Kind.MEMORY_PRESSURE, w, {}, why)
+    name = mem_culprit_name(culprit)
+    latest = _latest(ccw, clock)
+    ws = latest.working_set_bytes if latest is not None else None
+    basis = {"working_set_bytes": ws, "memory_request_bytes": culprit.memory_request_bytes}
+    if ws is None:
+        why = "no working set reported for it in the latest minute"
+        return _none(Kind.MEMORY_PRESSURE, w, basis, why, name)
+    return Suggestion(Kind.MEMORY_PRESSURE, mebibytes(ws), basis, culprit=name, window_minutes=w)
+
+
+def mem_culprit_name(ident: Identity) -> str:
+    """How the memory-pressure alert names its culprit: ``namespace/pod/container``
+    when the pod is known, else the cgroup path."""
+    if ident.pod:
+        return f"{ident.namespace}/{ident.pod}/{ident.container}"
+    return ident.cgroup
+
+
+def _none(
+    kind: str,
+    w: int,
+    basis: dict[str, Any],
+    why: str,
+    culprit: str = "",
+    under_steal: bool = False,
+) -> Suggestion:
+    return Suggestion(
+        kind,
+        None,
+        dict(basis),
+        reason=why,
+        culprit=culprit,
+        window_minutes=w,
+        under_steal=under_steal,
+    )
