@@ -15,6 +15,7 @@ tracefs); about 2.5 minutes: run under ``flock /tmp/contention-kernel.lock``.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -83,5 +84,9 @@ def test_diagnose_says_the_probe_was_loaded_and_names_the_culprit(
     rows = [line.split() for line in out.splitlines()]
     named = [r for r in rows if r[1:3] == ["noisy-neighbor", victim] and len(r) >= 5]
     assert named and named[0][3] == greedy and named[0][4] == "[pod]", out
+    # The remediation carries the culprit's request, computed from its measured use.
+    fix = re.search(rf"fix: Give {re.escape(greedy)} a CPU request of at least (\d+)m", out)
+    assert fix and int(fix.group(1)) > 0, out
+    print(f"\n[diagnose] {fix.group(0)}")
     # The evidence of every CPU finding says what the pass saw: the probe, loaded.
     assert "probe_loaded: true" in out and "probe_loaded: false" not in out, out

@@ -415,3 +415,48 @@ def test_inhibit_rule_is_valid_alertmanager_config(th: Thresholds, tmp_path: Pat
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert " - 1 inhibit rules" in proc.stdout
+
+
+@needs_promtool
+def test_a_culprit_gone_gets_no_suggested_request(th: Thresholds, tmp_path: Path) -> None:
+    """The culprit's suggested request exists only while it still reports (a sample in
+    the last minute): once it is gone, its use over the window is not known, and the
+    alert's remediation prints the sentence without a number, never a stale one."""
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule_groups(th)))
+    lab = '{cgroup="/gone",instance="node-a:10366",job="contention-exporter"}'
+    record = f"cgroup:contention_cpu_usage_millicores:ceil_ratio_rate{th.window_minutes}m"
+    usage = f"cgroup:contention_cpu_usage_per_sampled_seconds:ratio_rate{th.window_minutes}m"
+    doc = {
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    # 1.5 cores for 7 minutes, then the cgroup is removed (stale).
+                    {
+                        "series": f"contention_cpu_usage_seconds_total{lab}",
+                        "values": "0+90x7 stale",
+                    },
+                    {"series": f"contention_sampled_seconds_total{lab}", "values": "0+60x7 stale"},
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": record,
+                        "eval_time": "7m",
+                        "exp_samples": [{"labels": record + lab, "value": 1500}],
+                    },
+                    {"expr": record, "eval_time": "9m", "exp_samples": []},
+                    # ... though its rate over the window still exists: the guard matters.
+                    {
+                        "expr": usage,
+                        "eval_time": "9m",
+                        "exp_samples": [{"labels": usage + lab, "value": 1.5}],
+                    },
+                ],
+            }
+        ],
+    }
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(doc))
+    res = pt.unit_test_rules(tmp_path / "t.yaml")
+    assert res.ok, res.output[-5000:]
