@@ -380,6 +380,7 @@ def test_1_lab(e2e: E2E, name: str) -> None:
     ]
     firsts = [n.received for n in notes if _key_of(n.labels) in want_keys]
     observed["first_alert_after_s"] = round(min(firsts) - t0, 1) if firsts else None
+    observed["remediation"] = sorted({n.annotations.get("remediation", "") for n in notes})
     e2e.observed[name] = observed
     print(f"\n[{name}] observed: {json.dumps(observed, default=str)[:4000]}")
     assert not wrong, f"lab {name}: unexpected alerts while it ran: {json.dumps(wrong, indent=1)}"
