@@ -142,3 +142,20 @@ def test_memory_request_of_the_heuristic_culprit(th: Thresholds) -> None:
 def test_a_suggestion_without_value_never_prints_a_number() -> None:
     s = Suggestion("cpu-contended", None, {}, reason="x")
     assert "None" not in s.text and s.to_dict()["value"] is None
+
+
+def test_node_short_under_steal_points_at_the_host_and_keeps_the_number(
+    th: Thresholds,
+) -> None:
+    """docs/findings.md#cpu-steal: the CPU the node misses went to other guests, so the
+    sentence says the steal first; the shortfall is still given when it is known."""
+    clock = Clock.at(NOW, th)
+    win = Window(minutes=5, containers={1: cw("a", minutes(runq_sum_s=12.0))})
+    plain = node_cpu_short(win, clock, th)
+    s = node_cpu_short(win, clock, th, steal=0.15)
+    assert s.value == plain.value == 200
+    assert s.text.startswith("The hypervisor is taking the node's CPU") and "200m" in s.text
+    assert "node is short" not in s.text and "node_cpu_steal_ratio" not in plain.basis
+    assert s.basis["node_cpu_steal_ratio"] == 0.15
+    nodata = node_cpu_short(Window(minutes=5, containers={1: cw("x", minutes())}), clock, th, 0.15)
+    assert nodata.value is None and nodata.text.startswith("The hypervisor is taking")
