@@ -118,6 +118,7 @@ def test_unpinned_two_weighted_culprits(
 @pytest.mark.xfail(
     reason="open: with 32 cgroups the blame split is off by ~35 points (p50) and only "
     "45-59 % of the wait is on lab culprits (docs/probe.md); cause not found yet",
+    raises=AssertionError,  # only the accuracy targets may miss: a crash still fails
     strict=False,
 )
 def test_unpinned_many_containers_with_churn(
