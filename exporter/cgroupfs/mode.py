@@ -12,6 +12,9 @@ import os
 from dataclasses import dataclass
 from enum import StrEnum
 
+from .errors import CgroupParseError
+from .files import read_text
+
 
 class CgroupMode(StrEnum):
     V2 = "v2"
@@ -43,14 +46,15 @@ def _first_dir(*candidates: str) -> str | None:
 def _psi_available(procfs: str, v2_root: str | None) -> tuple[bool, str]:
     path = os.path.join(procfs, "pressure", "cpu")
     try:
-        with open(path) as f:
-            f.read()
-    except FileNotFoundError:
-        # Recent kernels do not even create /proc/pressure when booted with psi=0.
-        return False, "no /proc/pressure: kernel without CONFIG_PSI, or booted with psi=0"
+        text = read_text(path)
     except OSError as e:
         # EOPNOTSUPP when the kernel has PSI but it is disabled (psi=0 on the cmdline).
         return False, f"PSI disabled: {path}: {e.strerror}"
+    except CgroupParseError as e:
+        return False, f"PSI unusable: {e}"
+    if text is None:
+        # Recent kernels do not even create /proc/pressure when booted with psi=0.
+        return False, "no /proc/pressure: kernel without CONFIG_PSI, or booted with psi=0"
     if v2_root is None or not _has_cgroup_pressure(v2_root):
         return False, "no per-cgroup cpu.pressure in the cgroup2 hierarchy"
     return True, ""

@@ -3,6 +3,13 @@
 Contract (as in prometheus/procfs): unknown keys are ignored, because kernels add
 keys over time; a known key with a malformed value raises :class:`CgroupParseError`,
 because a wrong number is worse than no number. Parsers never touch the filesystem.
+
+"Malformed" includes values the kernel cannot write: its counters are u64 (never
+negative, never above 2**64 - 1), PSI averages are percentages and PSI totals are
+microsecond counters, ``cpu.max`` periods lie in 1 ms..1 s. A value outside the
+kernel's range is rejected like a value that is not a number, so nothing implausible
+reaches the window or the exposition (docs/metrics.md, "What the exporter refuses").
+Every parser raises :class:`CgroupParseError` and nothing else, whatever the text.
 """
 
 from __future__ import annotations
@@ -22,6 +29,16 @@ from .model import (
 )
 
 _SRC = "<text>"
+
+U64_MAX = 2**64 - 1
+_U64_DIGITS = len(str(U64_MAX))  # 20: a longer run of digits is out of range unread
+# cpu.max / cpu.cfs_period_us: the kernel accepts periods of 1 ms..1 s and quotas of
+# at least 1 ms, up to its bandwidth limit (2**44 - 1 us, about 204 days per period).
+PERIOD_MIN_US, PERIOD_MAX_US = 1_000, 1_000_000
+QUOTA_MIN_US, QUOTA_MAX_US = 1_000, 2**44 - 1
+# cgroup v2 cpu.weight and v1 cpu.shares: the ranges the kernel enforces on writes.
+WEIGHT_MIN, WEIGHT_MAX = 1, 10_000
+SHARES_MIN, SHARES_MAX = 2, 262_144
 
 _CPU_STAT_KEYS = frozenset(
     {
@@ -63,14 +80,24 @@ _MEMORY_STAT_V1_KEYS = frozenset(_MEMORY_STAT_V1_BASE) | {
 }
 
 
-def _int(value: str, key: str, source: str) -> int:
-    # int() also takes "1_000": the kernel never writes that, so it is garbage here.
-    if "_" in value:
-        raise CgroupParseError(source, f"{key}: not an integer: {value!r}")
-    try:
-        return int(value)
-    except ValueError:
-        raise CgroupParseError(source, f"{key}: not an integer: {value!r}") from None
+def _short(value: str) -> str:
+    """A value for an error message: a 5,000-digit number is named, not printed."""
+    return repr(value) if len(value) <= 40 else f"{value[:20]!r}... ({len(value)} characters)"
+
+
+def _int(value: str, key: str, source: str, lo: int = 0, hi: int = U64_MAX) -> int:
+    """A decimal integer in ``[lo, hi]`` (default: a u64 counter), as the kernel writes
+    it: ASCII digits with an optional ``-``. ``int()`` alone would also take ``1_000``,
+    ``+5``, ``\u0665`` or spaces, and spend seconds on a 100,000-digit number."""
+    digits = value[1:] if value[:1] == "-" else value
+    if not (digits.isascii() and digits.isdigit()):
+        raise CgroupParseError(source, f"{key}: not an integer: {_short(value)}")
+    if len(digits) > _U64_DIGITS:
+        raise CgroupParseError(source, f"{key}: out of range: {_short(value)}")
+    n = int(value)
+    if not lo <= n <= hi:
+        raise CgroupParseError(source, f"{key}: out of range [{lo}, {hi}]: {n}")
+    return n
 
 
 def parse_flat_keyed(
@@ -79,9 +106,10 @@ def parse_flat_keyed(
     """``key value`` lines (cpu.stat, memory.stat, memory.events) into a dict.
 
     Every line must have exactly two fields: a truncated file (a line with one field)
-    is malformed, not silently short. Values must be integers. With ``keys``, only
-    those keys are converted and returned; the values of other keys are not looked at
-    (unknown keys are ignored, and memory.stat has ~60 keys of which we use 7).
+    is malformed, not silently short. Values must be u64 integers (every flat-keyed
+    file the kernel writes holds counters or sizes). With ``keys``, only those keys
+    are converted and returned; the values of other keys are not looked at (unknown
+    keys are ignored, and memory.stat has ~60 keys of which we use 7).
     """
     # Fast path (the sampler's hot loop): one split, pairs of tokens. It only accepts a
     # file whose every line has exactly two fields; anything else takes the slow path
@@ -95,9 +123,12 @@ def parse_flat_keyed(
             v = raw.get(k)
             if v is None:
                 continue
-            if "_" in v or not (v.isdigit() or (v[0] == "-" and v[1:].isdigit())):
+            if len(v) > _U64_DIGITS or not (v.isascii() and v.isdigit()):
                 break
-            fast[k] = int(v)
+            n = int(v)
+            if n > U64_MAX:
+                break
+            fast[k] = n
         else:
             return fast
     out: dict[str, int] = {}
@@ -106,7 +137,9 @@ def parse_flat_keyed(
             continue
         parts = line.split()
         if len(parts) != 2:
-            raise CgroupParseError(source, f"line {lineno}: expected 'key value', got {line!r}")
+            raise CgroupParseError(
+                source, f"line {lineno}: expected 'key value', got {_short(line)}"
+            )
         if keys is None or parts[0] in keys:
             out[parts[0]] = _int(parts[1], parts[0], source)
     return out
@@ -118,11 +151,18 @@ def _require(d: dict[str, int], keys: Iterable[str], source: str) -> None:
         raise CgroupParseError(source, f"missing key(s): {', '.join(missing)}")
 
 
+def _throttled_within_periods(throttled: int | None, periods: int | None, source: str) -> None:
+    # The kernel counts a throttled period only among the periods it counts.
+    if throttled is not None and (periods is None or throttled > periods):
+        raise CgroupParseError(source, f"nr_throttled {throttled} above nr_periods {periods}")
+
+
 def parse_cpu_stat(text: str, source: str = _SRC) -> CpuStat:
     """cgroup v2 ``cpu.stat``. ``usage_usec user_usec system_usec`` are always present;
     the throttle and burst keys only where the cpu controller is enabled."""
     d = parse_flat_keyed(text, source, _CPU_STAT_KEYS)
     _require(d, ("usage_usec", "user_usec", "system_usec"), source)
+    _throttled_within_periods(d.get("nr_throttled"), d.get("nr_periods"), source)
     return CpuStat(
         usage_usec=d["usage_usec"],
         user_usec=d["user_usec"],
@@ -139,6 +179,7 @@ def parse_cpu_stat_v1(text: str, source: str = _SRC) -> CpuStatV1:
     """cgroup v1 ``cpu.stat`` (cpu controller): ``nr_periods nr_throttled throttled_time``."""
     d = parse_flat_keyed(text, source, _CPU_STAT_V1_KEYS)
     _require(d, ("nr_periods", "nr_throttled", "throttled_time"), source)
+    _throttled_within_periods(d["nr_throttled"], d["nr_periods"], source)
     return CpuStatV1(
         nr_periods=d["nr_periods"],
         nr_throttled=d["nr_throttled"],
@@ -150,12 +191,19 @@ def parse_cpu_max(text: str, source: str = _SRC) -> CpuMax:
     """cgroup v2 ``cpu.max``: ``$MAX $PERIOD`` where ``$MAX`` may be ``max``."""
     parts = text.split()
     if len(parts) != 2:
-        raise CgroupParseError(source, f"expected '<quota|max> <period>', got {text.strip()!r}")
-    quota = None if parts[0] == "max" else _int(parts[0], "quota", source)
-    period = _int(parts[1], "period", source)
-    if period <= 0 or (quota is not None and quota <= 0):
-        raise CgroupParseError(source, f"non-positive quota or period: {text.strip()!r}")
-    return CpuMax(quota_usec=quota, period_usec=period)
+        raise CgroupParseError(
+            source, f"expected '<quota|max> <period>', got {_short(text.strip())}"
+        )
+    quota = None if parts[0] == "max" else _quota(parts[0], "quota", source)
+    return CpuMax(quota_usec=quota, period_usec=_period(parts[1], source))
+
+
+def _quota(value: str, key: str, source: str) -> int:
+    return _int(value, key, source, QUOTA_MIN_US, QUOTA_MAX_US)
+
+
+def _period(value: str, source: str) -> int:
+    return _int(value, "period", source, PERIOD_MIN_US, PERIOD_MAX_US)
 
 
 def parse_cfs_v1(
@@ -170,19 +218,31 @@ def parse_cfs_v1(
     to ``source``), so an error points at the file that is actually wrong.
     """
     psource = source if period_source is None else period_source
-    quota = parse_single_int(quota_text, source)
-    period = parse_single_int(period_text, psource)
-    if period <= 0:
-        raise CgroupParseError(psource, f"non-positive period: {period}")
-    return CpuMax(quota_usec=None if quota < 0 else quota, period_usec=period)
+    quota_value = _single(quota_text, source)
+    quota = None if quota_value == "-1" else _quota(quota_value, "value", source)
+    return CpuMax(quota_usec=quota, period_usec=_period(_single(period_text, psource), psource))
 
 
-def parse_single_int(text: str, source: str = _SRC) -> int:
-    """A file holding one integer (``memory.current``, ``cpu.weight``, ``cpu.shares``)."""
+def _single(text: str, source: str) -> str:
     value = text.strip()
     if not value:
         raise CgroupParseError(source, "empty file")
-    return _int(value, "value", source)
+    return value
+
+
+def parse_single_int(text: str, source: str = _SRC) -> int:
+    """A file holding one u64 (``memory.current``, ``memory.failcnt``, ...)."""
+    return _int(_single(text, source), "value", source)
+
+
+def parse_cpu_weight(text: str, source: str = _SRC) -> int:
+    """cgroup v2 ``cpu.weight`` (1..10000)."""
+    return _int(_single(text, source), "value", source, WEIGHT_MIN, WEIGHT_MAX)
+
+
+def parse_cpu_shares(text: str, source: str = _SRC) -> int:
+    """cgroup v1 ``cpu.shares`` (2..262144)."""
+    return _int(_single(text, source), "value", source, SHARES_MIN, SHARES_MAX)
 
 
 def parse_max_or_int(text: str, source: str = _SRC) -> int | None:
@@ -194,13 +254,29 @@ def parse_max_or_int(text: str, source: str = _SRC) -> int | None:
 
 
 def _psi_line(t: list[str], i: int) -> PressureLine | None:
+    """The fast path's reading of one line; None sends the text to the slow path."""
     a, b, c, d = t[i], t[i + 1], t[i + 2], t[i + 3]
     if a[:6] != "avg10=" or b[:6] != "avg60=" or c[:7] != "avg300=" or d[:6] != "total=":
         return None
     total = d[6:]
-    if "_" in total:
+    if len(total) > _U64_DIGITS or not (total.isascii() and total.isdigit()):
         return None
-    return PressureLine(float(a[6:]), float(b[6:]), float(c[7:]), int(total))
+    avg10, avg60, avg300, total_usec = _avg(a[6:]), _avg(b[6:]), _avg(c[7:]), int(total)
+    if avg10 is None or avg60 is None or avg300 is None or total_usec > U64_MAX:
+        return None
+    return PressureLine(avg10, avg60, avg300, total_usec)
+
+
+def _avg(text: str) -> float | None:
+    """A PSI average: a percentage the kernel writes as ``%lu.%02lu`` (0.00..100.00).
+    float() alone would take ``nan``, ``inf``, ``1e400`` and ``1_0``."""
+    whole, dot, frac = text.partition(".")
+    if not (dot and whole.isascii() and whole.isdigit() and frac.isascii() and frac.isdigit()):
+        return None
+    if len(whole) > 3:
+        return None
+    v = float(text)
+    return v if v <= 100.0 else None
 
 
 def parse_pressure(text: str, source: str = _SRC) -> Pressure:
@@ -211,13 +287,12 @@ def parse_pressure(text: str, source: str = _SRC) -> Pressure:
     """
     t = text.split()
     if (len(t) == 5 or len(t) == 10) and t[0] == "some" and (len(t) == 5 or t[5] == "full"):
-        try:  # fast path: the kernel's exact layout
-            some = _psi_line(t, 1)
-            full = _psi_line(t, 6) if len(t) == 10 else None
-            if some is not None and (len(t) == 5 or full is not None):
-                return Pressure(some=some, full=full)
-        except ValueError:
-            pass  # the slow path names the problem
+        # Fast path: the kernel's exact layout. Anything else, or a bad value, takes
+        # the slow path below, which names the problem.
+        some = _psi_line(t, 1)
+        full = _psi_line(t, 6) if len(t) == 10 else None
+        if some is not None and (len(t) == 5 or full is not None):
+            return Pressure(some=some, full=full)
     lines: dict[str, PressureLine] = {}
     for line in text.splitlines():
         if not line.strip():
@@ -229,22 +304,24 @@ def parse_pressure(text: str, source: str = _SRC) -> Pressure:
         for f in fields:
             key, sep, val = f.partition("=")
             if not sep:
-                raise CgroupParseError(source, f"{kind}: field without '=': {f!r}")
+                raise CgroupParseError(source, f"{kind}: field without '=': {_short(f)}")
             values[key] = val
-        try:
-            lines[kind] = PressureLine(
-                avg10=float(values["avg10"]),
-                avg60=float(values["avg60"]),
-                avg300=float(values["avg300"]),
-                total_usec=int(values["total"]),
-            )
-        except KeyError as e:
-            raise CgroupParseError(source, f"{kind}: missing {e.args[0]}") from None
-        except ValueError:
-            raise CgroupParseError(source, f"{kind}: malformed value in {line!r}") from None
+        lines[kind] = _psi_slow(kind, values, line, source)
     if "some" not in lines:
         raise CgroupParseError(source, "no 'some' line")
     return Pressure(some=lines["some"], full=lines.get("full"))
+
+
+def _psi_slow(kind: str, values: dict[str, str], line: str, source: str) -> PressureLine:
+    """One PSI line, naming what is wrong with it."""
+    for key in ("avg10", "avg60", "avg300", "total"):
+        if key not in values:
+            raise CgroupParseError(source, f"{kind}: missing {key}")
+    a10, a60, a300 = (_avg(values[k]) for k in ("avg10", "avg60", "avg300"))
+    total = values["total"]
+    if a10 is None or a60 is None or a300 is None or not (total.isascii() and total.isdigit()):
+        raise CgroupParseError(source, f"{kind}: malformed value in {_short(line)}")
+    return PressureLine(a10, a60, a300, _int(total, f"{kind} total", source))
 
 
 def parse_memory_stat(text: str, source: str = _SRC) -> MemoryStat:
@@ -335,7 +412,9 @@ def parse_meminfo_total(text: str, source: str = "/proc/meminfo") -> int:
             if len(parts) < 2:
                 break
             mult = 1024 if len(parts) > 2 and parts[2] == "kB" else 1
-            return _int(parts[1], "MemTotal", source) * mult
+            # A node has memory: zero or a negative size would make every
+            # entitlement based on it zero or negative.
+            return _int(parts[1], "MemTotal", source, 1, U64_MAX // mult) * mult
     raise CgroupParseError(source, "no MemTotal line")
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from . import parsers
 from .errors import CgroupParseError
+from .files import read_text
 from .model import Pressure, ProcStat
-from .reader import read_text
 
 # Clock ticks per second of /proc/stat's CPU times (steal).
 USER_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100

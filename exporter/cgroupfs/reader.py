@@ -17,36 +17,13 @@ from typing import TypeVar
 
 from . import parsers as p
 from .errors import CgroupVanishedError
+from .files import read_text as read_text  # re-exported (tests patch it here)
 from .mode import CgroupMode, NodeFacts
 from .model import CgroupReading, CpuMax, CpuStatV1, MemoryEvents, MemoryStat
 
 _GONE = (errno.ENOENT, errno.ENODEV, errno.ESRCH)
 
 _T = TypeVar("_T")
-
-
-def read_text(path: str) -> str | None:
-    """A whole small file, or None if it does not exist.
-
-    ``os.open``/``os.read`` skip the buffered-IO layers of ``open()``: the sampler
-    reads ~10 tiny files per container, so per-call overhead is the whole cost.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    try:
-        # 16 KiB holds every cgroup file we read in one call (memory.stat is ~2 KiB);
-        # a bigger buffer costs an allocation per read. Longer files get more reads.
-        data = os.read(fd, 16384)
-        if len(data) == 16384:
-            chunks = [data]
-            while chunk := os.read(fd, 65536):
-                chunks.append(chunk)
-            data = b"".join(chunks)
-    finally:
-        os.close(fd)
-    return data.decode("ascii", "replace")
 
 
 class _Files:
@@ -152,7 +129,7 @@ class CgroupReader:
     def _read_v2(base: str, files: _Files) -> _Controllers:
         return _Controllers(
             cpu_max=files.parse(base, "cpu.max", p.parse_cpu_max),
-            cpu_weight=files.parse(base, "cpu.weight", p.parse_single_int),
+            cpu_weight=files.parse(base, "cpu.weight", p.parse_cpu_weight),
             memory_current=files.parse(base, "memory.current", p.parse_single_int),
             memory_max=files.parse(base, "memory.max", p.parse_max_or_int),
             memory_high=files.parse(base, "memory.high", p.parse_max_or_int),
@@ -179,7 +156,7 @@ class CgroupReader:
                         os.path.join(d, "cpu.cfs_quota_us"),
                         period_source=os.path.join(d, "cpu.cfs_period_us"),
                     )
-                shares = files.parse(d, "cpu.shares", p.parse_single_int)
+                shares = files.parse(d, "cpu.shares", p.parse_cpu_shares)
                 if shares is not None:
                     out.cpu_weight = shares_to_weight(shares)
         mem_root = self.facts.v1_memory_root

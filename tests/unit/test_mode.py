@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -122,15 +123,24 @@ def test_v2_pressure_only_below_root(tmp_path: Path) -> None:
     assert f.supported
 
 
-def test_psi_unreadable(tmp_path: Path) -> None:
-    """/proc/pressure/cpu exists but cannot be read (EOPNOTSUPP with psi=0 on older
-    kernels; here a directory in its place gives EISDIR)."""
+def test_psi_unreadable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """/proc/pressure/cpu exists but cannot be read: EOPNOTSUPP with psi=0 on older
+    kernels (made up here: no file in a tmp tree fails so), or not a file at all."""
     _write(tmp_path / "sys/fs/cgroup/cgroup.controllers", "cpu memory\n")
     _write(tmp_path / "sys/fs/cgroup/cpu.pressure", PSI_LINE)
     (tmp_path / "proc/pressure/cpu").mkdir(parents=True)
     f = _detect(tmp_path)
     assert not f.psi
     assert not f.supported
+    assert f.psi_reason.startswith("PSI unusable: ")
+    assert str(tmp_path / "proc/pressure/cpu") in f.psi_reason
+    assert "not a regular file (a directory)" in f.psi_reason
+
+    def eopnotsupp(path: str) -> str | None:
+        raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP), path)
+
+    monkeypatch.setattr(mode, "read_text", eopnotsupp)
+    f = _detect(tmp_path)
     assert f.psi_reason.startswith("PSI disabled: ")
     assert str(tmp_path / "proc/pressure/cpu") in f.psi_reason
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import pytest
 
@@ -210,7 +211,9 @@ def test_default_source_is_text() -> None:
 
 
 def test_flat_keyed_good_and_blank_lines() -> None:
-    assert p.parse_flat_keyed("a 1\n\nb -2\n  \nc 0") == {"a": 1, "b": -2, "c": 0}
+    assert p.parse_flat_keyed("a 1\n\nb 2\n  \nc 0") == {"a": 1, "b": 2, "c": 0}
+    top = str(p.U64_MAX)
+    assert p.parse_flat_keyed(f"a {top}\n") == {"a": 2**64 - 1}
 
 
 def test_flat_keyed_empty() -> None:
@@ -230,6 +233,13 @@ def test_flat_keyed_keys_filter_skips_other_values() -> None:
         ("a x\n", ("a", "not an integer", "'x'")),
         ("a 1.5\n", ("a", "not an integer")),
         ("a 1_000\n", ("a", "not an integer", "'1_000'")),
+        # Out of the kernel's u64 range: negative, above 2**64 - 1, thousands of digits.
+        ("a -2\n", ("a", "out of range", "-2")),
+        (f"a {2**64}\n", ("a", "out of range")),
+        ("a " + "9" * 5000 + "\n", ("a", "out of range", "(5000 characters)")),
+        # int() takes these; the kernel never writes them.
+        ("a +5\n", ("a", "not an integer")),
+        ("a \u0665\n", ("a", "not an integer")),
     ],
 )
 def test_flat_keyed_malformed(text: str, words: tuple[str, ...]) -> None:
@@ -273,12 +283,23 @@ def test_cpu_stat_unknown_keys_ignored() -> None:
     [
         ("usage_usec 12a\nuser_usec 1\nsystem_usec 1\n", ("usage_usec", "not an integer")),
         (CPU_STAT_V2.replace("nr_throttled 95210", "nr_throttled -"), ("nr_throttled",)),
+        (CPU_STAT_V2.replace("usage_usec 1049990012", "usage_usec -100000000"), ("range",)),
+        (CPU_STAT_V2.replace("nr_throttled 95210", "nr_throttled 200000"), ("above nr_periods",)),
         ("user_usec 1\nsystem_usec 1\n", ("missing key(s): usage_usec",)),
         ("usage_usec 50114337\nuser_usec 35080035\nsystem_u", ("line 3", "'system_u'")),
         ("usage_usec 50114337\n", ("missing key(s): user_usec, system_usec",)),
         ("", ("missing key(s): usage_usec, user_usec, system_usec",)),
     ],
-    ids=["malformed", "malformed-throttle", "missing", "truncated-line", "truncated", "empty"],
+    ids=[
+        "malformed",
+        "malformed-throttle",
+        "negative",
+        "throttled-above-periods",
+        "missing",
+        "truncated-line",
+        "truncated",
+        "empty",
+    ],
 )
 def test_cpu_stat_bad(text: str, words: tuple[str, ...]) -> None:
     with raises_parse(*words):
@@ -334,8 +355,12 @@ def test_cpu_max(text: str, quota: int | None, period: int, cores: float | None)
         ("1 2 3\n", ("expected",)),
         ("abc 100000\n", ("quota", "not an integer", "'abc'")),
         ("max 1e5\n", ("period", "not an integer")),
-        ("0 100000\n", ("non-positive",)),
-        ("max 0\n", ("non-positive",)),
+        ("0 100000\n", ("quota", "out of range")),
+        ("-1 100000\n", ("quota", "out of range")),
+        ("999 100000\n", ("quota", "out of range [1000,")),
+        ("max 0\n", ("period", "out of range")),
+        ("max 1000001\n", ("period", "out of range")),
+        (f"{2**44} 100000\n", ("quota", "out of range")),
     ],
 )
 def test_cpu_max_bad(text: str, words: tuple[str, ...]) -> None:
@@ -358,8 +383,11 @@ def test_cfs_v1_errors_name_the_right_file() -> None:
     with pytest.raises(CgroupParseError) as ei:
         p.parse_cfs_v1("x\n", "100000\n", "/cg/cpu.cfs_quota_us", "/cg/cpu.cfs_period_us")
     assert ei.value.source == "/cg/cpu.cfs_quota_us"
-    with pytest.raises(CgroupParseError, match="non-positive period"):
+    with pytest.raises(CgroupParseError, match="period: out of range"):
         p.parse_cfs_v1("-1\n", "0\n", SRC)
+    # -1 is the kernel's "no quota"; no other negative value exists.
+    with pytest.raises(CgroupParseError, match="out of range"):
+        p.parse_cfs_v1("-2\n", "100000\n", SRC)
 
 
 def test_single_int() -> None:
@@ -374,6 +402,23 @@ def test_single_int() -> None:
 def test_single_int_bad(text: str, words: tuple[str, ...]) -> None:
     with raises_parse(*words):
         p.parse_single_int(text, SRC)
+
+
+@pytest.mark.parametrize(
+    ("parser", "good", "bad"),
+    [
+        (p.parse_cpu_weight, ("1", "100", "10000"), ("0", "10001", "-1")),
+        (p.parse_cpu_shares, ("2", "1024", "262144"), ("0", "1", "262145")),
+    ],
+)
+def test_weight_and_shares_ranges(
+    parser: Callable[[str, str], int], good: tuple[str, ...], bad: tuple[str, ...]
+) -> None:
+    for text in good:
+        assert parser(text + "\n", SRC) == int(text)
+    for text in bad:
+        with raises_parse("out of range"):
+            parser(text + "\n", SRC)
 
 
 def test_max_or_int() -> None:
@@ -418,6 +463,14 @@ def test_pressure_unknown_lines_and_fields_ignored() -> None:
         ("some avg10=x avg60=0.00 avg300=0.00 total=0\n", ("some", "malformed value")),
         ("some avg10=0.00 avg60=0.00 avg300=0.00 total=1.5\n", ("some", "malformed value")),
         (PSI_CPU.replace("full avg10=80.92", "full avg10"), ("full", "without '='")),
+        # Averages are percentages written as %lu.%02lu; totals are u64 counters.
+        ("some avg10=nan avg60=0.00 avg300=0.00 total=0\n", ("some", "malformed value")),
+        ("some avg10=inf avg60=0.00 avg300=0.00 total=0\n", ("some", "malformed value")),
+        ("some avg10=1e400 avg60=0.00 avg300=0.00 total=0\n", ("some", "malformed value")),
+        ("some avg10=100.01 avg60=0.00 avg300=0.00 total=0\n", ("some", "malformed value")),
+        ("some avg10=-1.00 avg60=0.00 avg300=0.00 total=0\n", ("some", "malformed value")),
+        ("some avg10=0.00 avg60=0.00 avg300=0.00 total=-5\n", ("some", "malformed value")),
+        (f"some avg10=0.00 avg60=0.00 avg300=0.00 total={2**64}\n", ("some total", "range")),
     ],
 )
 def test_pressure_bad(text: str, words: tuple[str, ...]) -> None:
@@ -609,6 +662,9 @@ def test_meminfo_total() -> None:
         ("MemFree: 1 kB\n", ("no MemTotal line",)),
         ("MemTotal:\n", ("no MemTotal line",)),
         ("MemTotal:  12x kB\n", ("MemTotal", "not an integer")),
+        # A node without memory would make every entitlement based on it zero.
+        ("MemTotal:  0 kB\n", ("MemTotal", "out of range")),
+        ("MemTotal:  -24683656 kB\n", ("MemTotal", "out of range")),
     ],
 )
 def test_meminfo_total_bad(text: str, words: tuple[str, ...]) -> None:

@@ -4,6 +4,7 @@ optional files, vanished cgroups and malformed files."""
 from __future__ import annotations
 
 import errno
+import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from exporter.cgroupfs import reader as reader_mod
 from exporter.cgroupfs.discovery import walk
 from exporter.cgroupfs.errors import CgroupParseError, CgroupVanishedError
+from exporter.cgroupfs.files import MAX_FILE_BYTES
 from exporter.cgroupfs.mode import detect as detect_at
 from exporter.cgroupfs.model import (
     CpuMax,
@@ -402,3 +404,45 @@ def test_read_text(tmp_path: Path) -> None:
     exact = tmp_path / "exact"
     exact.write_text("x" * 65536)
     assert read_text(str(exact)) == "x" * 65536
+
+
+def test_read_text_refuses_what_the_kernel_never_has(tmp_path: Path) -> None:
+    """Nothing can make a read hang or grow: a FIFO with no writer (opened without
+    O_NONBLOCK it would block the sampler forever), a directory, a file too long."""
+    fifo = tmp_path / "cpu.stat"
+    os.mkfifo(fifo)
+    with pytest.raises(CgroupParseError, match=r"not a regular file \(a FIFO\)"):
+        read_text(str(fifo))
+    with pytest.raises(CgroupParseError, match=r"not a regular file \(a directory\)"):
+        read_text(str(tmp_path))
+    big = tmp_path / "memory.stat"
+    big.write_bytes(b"x" * (MAX_FILE_BYTES + 1))
+    with pytest.raises(CgroupParseError, match=f"longer than {MAX_FILE_BYTES} bytes"):
+        read_text(str(big))
+    big.write_bytes(b"x" * MAX_FILE_BYTES)
+    assert read_text(str(big)) == "x" * MAX_FILE_BYTES
+    with pytest.raises(CgroupParseError, match="longer than"):
+        read_text(str(big), limit=4 * 16384)
+
+
+def test_fifo_in_a_cgroup_costs_that_cgroup(tmp_path: Path) -> None:
+    root = _copy("v2-systemd", tmp_path)
+    facts = detect_at(sysfs=str(root / "sys"), procfs=str(root / "proc"))
+    cg = root / "sys/fs/cgroup/system.slice/kubelet.service"
+    (cg / "memory.stat").unlink()
+    os.mkfifo(cg / "memory.stat")
+    with pytest.raises(CgroupParseError, match="FIFO") as ei:
+        CgroupReader(facts).read("/system.slice/kubelet.service")
+    assert ei.value.source == str(cg / "memory.stat")
+    # the others read as before
+    assert CgroupReader(facts).read("/init.scope").cpu_stat is not None
+
+
+def test_fifo_at_start_does_not_block_detection(tmp_path: Path) -> None:
+    root = _copy("v2-systemd", tmp_path)
+    psi = root / "proc/pressure/cpu"
+    psi.unlink()
+    os.mkfifo(psi)
+    facts = detect_at(sysfs=str(root / "sys"), procfs=str(root / "proc"))
+    assert not facts.psi
+    assert "FIFO" in facts.psi_reason
