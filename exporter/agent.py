@@ -115,8 +115,25 @@ class Agent:
     # -- one pass ---------------------------------------------------------------------
 
     def run_pass(self, now: float | None = None) -> Published:
-        """Sample once, evaluate and publish (tests and the first pass at start)."""
+        """Sample once, evaluate and publish (tests)."""
         return self.publish(self.sampler.run_once(now))
+
+    def first_pass(self) -> Published:
+        """The pass at start, so the first scrape has data. A failure is logged and
+        published as such ("first pass failed", not "pending"); the loop retries."""
+        snap = self.sampler.try_pass()
+        if snap is None:
+            self._failed(self.sampler.last_failure)
+            return self.exposition.current()
+        try:
+            return self.publish(snap)
+        except Exception as e:  # the loop publishes the next pass
+            log.error("publishing the first pass failed: %s", e)
+            self._failed(f"publishing it failed: {e}")
+            return self.exposition.current()
+
+    def _failed(self, reason: str) -> None:
+        self.exposition.fail(reason, self.sampler.failed_passes)
 
     def publish(self, snap: Snapshot) -> Published:
         """Evaluate the findings of the pass ``snap`` came from and publish the two
@@ -165,7 +182,7 @@ class Agent:
 
     def start(self) -> None:
         """The exporter: the sampler's loop in a background thread."""
-        self.sampler.start(self.publish)
+        self.sampler.start(self.publish, on_failure=self._failed)
 
     def run_for(self, seconds: float, progress: Callable[[int, float], None] | None = None) -> int:
         """``diagnose``: the same loop in this thread for ``seconds``; returns passes."""
@@ -179,7 +196,7 @@ class Agent:
             if progress is not None:
                 progress(count, max(0.0, end - time.monotonic()))
 
-        self.sampler.run(on_pass, until=end, stop=threading.Event())
+        self.sampler.run(on_pass, until=end, stop=threading.Event(), on_failure=self._failed)
         return count
 
     def published(self) -> Published:

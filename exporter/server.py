@@ -96,16 +96,22 @@ class App:
         return self._send(start_response, "200 OK", r.content_type, r.body, extra)
 
     def _health(self, start_response: StartResponse) -> list[bytes]:
-        result = self.exposition.current().result
+        pub = self.exposition.current()
+        result = pub.result
         if result is None:
+            why = f"first pass failed: {pub.failure}" if pub.failure else "first pass pending"
             return self._send(
-                start_response, "503 Service Unavailable", "text/plain", b"first pass pending\n"
+                start_response, "503 Service Unavailable", "text/plain", f"{why}\n".encode()
             )
         age = time.time() - result.at
         if age > max(3 * self.interval, 30):
             msg = f"stale: last sampler pass {age:.0f}s ago\n".encode()
             return self._send(start_response, "503 Service Unavailable", "text/plain", msg)
-        return self._send(start_response, "200 OK", "text/plain", b"ok\n")
+        # Alive and sampling: 200 (a restart would not help). What went wrong in the
+        # pass is said, not hidden (contention_collector_success has the detail).
+        problems = pub.problems()
+        body = "ok\n" if not problems else "ok, degraded: " + "; ".join(problems) + "\n"
+        return self._send(start_response, "200 OK", "text/plain", body.encode())
 
     def _findings(self, start_response: StartResponse) -> list[bytes]:
         pub = self.exposition.current()
@@ -113,17 +119,19 @@ class App:
         return self._send(start_response, status, "application/json", pub.findings_json)
 
     def _landing(self, start_response: StartResponse) -> list[bytes]:
-        result = self.exposition.current().result
+        pub = self.exposition.current()
+        result = pub.result
         facts = self.facts
         tracked = len(result.snapshot.containers) if result else None
         findings = len(result.findings) if result else None
+        pending = f"first pass failed: {pub.failure}" if pub.failure else "first pass pending"
         rows = [
             ("cgroup mode", facts.mode.value),
             ("compute supported", "yes" if facts.supported else f"no: {facts.reason}"),
             ("PSI", "yes" if facts.psi else f"no: {facts.psi_reason}"),
             ("kernel BTF", "yes" if facts.btf else "no"),
-            ("tracked cgroups", "first pass pending" if tracked is None else str(tracked)),
-            ("findings", "first pass pending" if findings is None else str(findings)),
+            ("tracked cgroups", pending if tracked is None else str(tracked)),
+            ("findings", pending if findings is None else str(findings)),
             ("sample interval", f"{self.interval:g}s"),
             *self.status().items(),
         ]

@@ -27,6 +27,7 @@ not a container.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -172,17 +173,28 @@ def classify(path: str) -> tuple[CgroupKind, K8sCgroup | None]:
 
 
 Classifier = Callable[[str], tuple[CgroupKind, "K8sCgroup | None"]]
+# Told about a directory that exists but could not be listed (its path relative to the
+# root, "/" for the root itself, and why): its whole subtree is missing from the walk.
+OnUnlisted = Callable[[str, OSError], None]
+
+# A directory removed while the walk was at it: churn, not an error.
+_VANISHED = (errno.ENOENT, errno.ENODEV, errno.ESRCH)
 
 
 def walk(
-    v2_root: str, descendants: bool = False, classifier: Classifier | None = None
+    v2_root: str,
+    descendants: bool = False,
+    classifier: Classifier | None = None,
+    on_unlisted: OnUnlisted | None = None,
 ) -> Iterator[CgroupRef]:
     """Every cgroup under ``v2_root``, the root included, parents before children.
 
     Descendants of a tracked cgroup are not yielded: a container's sub-cgroups are part
     of it. An ``OTHER`` cgroup is tracked when it is a leaf (no child cgroups), so a
     hand-made hierarchy is sampled at the level where its tasks live. Directories that
-    vanish mid-walk are skipped: containers come and go.
+    vanish mid-walk are skipped: containers come and go. A directory that exists but
+    cannot be listed (permissions, I/O errors) is reported to ``on_unlisted``: the
+    cgroups below it are missing from the walk, and the caller must say so.
 
     With ``descendants=True`` the sub-cgroups of tracked cgroups are yielded too, untracked
     and with ``owner`` set to the tracked ancestor's id: the scheduler probe keys tasks by
@@ -190,53 +202,63 @@ def walk(
     """
     try:
         root_ino = os.stat(v2_root).st_ino
-    except OSError:
+    except OSError as e:
+        if on_unlisted is not None:
+            on_unlisted("/", e)
         return
     yield CgroupRef(id=root_ino, path="/", kind=CgroupKind.ROOT, tracked=False)
-    yield from _walk_dir(v2_root, "", descendants, classifier or classify)
-
-
-def _walk_dir(
-    abs_dir: str, rel: str, descendants: bool, classifier: Classifier
-) -> Iterator[CgroupRef]:
-    try:
-        with os.scandir(abs_dir) as it:
-            entries = [e for e in it if e.is_dir(follow_symlinks=False)]
-    except OSError:
-        return
-    for entry in sorted(entries, key=lambda e: e.name):
-        path = f"{rel}/{entry.name}"
+    classifier = classifier or classify
+    # Depth first with an explicit stack, not recursion: a tree may be deeper than
+    # Python's recursion limit (the kernel's only bound is the path length).
+    stack = [iter(_child_dirs(v2_root, "", on_unlisted))]
+    while stack:
+        entry = next(stack[-1], None)
+        if entry is None:
+            stack.pop()
+            continue
+        path = entry.rel
         kind, k8s = classifier(path)
         tracked = kind in TRACKED_KINDS
         if kind is CgroupKind.OTHER and not (k8s is not None and k8s.container_id is None):
-            tracked = not _has_child_dir(entry.path)
-        try:
-            ino = entry.inode()
-        except OSError:
-            continue
-        yield CgroupRef(id=ino, path=path, kind=kind, tracked=tracked, k8s=k8s)
+            tracked = not _has_child_dir(entry.abs)
+        yield CgroupRef(id=entry.ino, path=path, kind=kind, tracked=tracked, k8s=k8s)
         if not tracked:
-            yield from _walk_dir(entry.path, path, descendants, classifier)
+            stack.append(iter(_child_dirs(entry.abs, path, on_unlisted)))
         elif descendants:
-            yield from _walk_owned(entry.path, path, ino, kind, k8s)
+            yield from _walk_owned(entry, kind, k8s)
 
 
-def _walk_owned(
-    abs_dir: str, rel: str, owner: int, kind: CgroupKind, k8s: K8sCgroup | None
-) -> Iterator[CgroupRef]:
+@dataclass(frozen=True, slots=True)
+class _Dir:
+    abs: str
+    rel: str
+    ino: int
+
+
+def _child_dirs(abs_dir: str, rel: str, on_unlisted: OnUnlisted | None) -> list[_Dir]:
+    """The subdirectories of ``abs_dir``, sorted by name (a stable walk order)."""
     try:
         with os.scandir(abs_dir) as it:
-            entries = [e for e in it if e.is_dir(follow_symlinks=False)]
-    except OSError:
-        return
-    for entry in entries:
-        try:
-            ino = entry.inode()
-        except OSError:
-            continue
-        path = f"{rel}/{entry.name}"
-        yield CgroupRef(id=ino, path=path, kind=kind, tracked=False, k8s=k8s, owner=owner)
-        yield from _walk_owned(entry.path, path, owner, kind, k8s)
+            found = [
+                _Dir(e.path, f"{rel}/{e.name}", e.inode())
+                for e in it
+                if e.is_dir(follow_symlinks=False)
+            ]
+    except OSError as e:
+        if on_unlisted is not None and e.errno not in _VANISHED:
+            on_unlisted(rel or "/", e)
+        return []
+    found.sort(key=lambda d: d.rel)
+    return found
+
+
+def _walk_owned(top: _Dir, kind: CgroupKind, k8s: K8sCgroup | None) -> Iterator[CgroupRef]:
+    """The sub-cgroups of the tracked cgroup ``top`` (any order), owned by it."""
+    stack = _child_dirs(top.abs, top.rel, None)
+    while stack:
+        d = stack.pop()
+        yield CgroupRef(id=d.ino, path=d.rel, kind=kind, tracked=False, k8s=k8s, owner=top.ino)
+        stack.extend(_child_dirs(d.abs, d.rel, None))
 
 
 def _has_child_dir(path: str) -> bool:

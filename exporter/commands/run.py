@@ -101,7 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Before serving: a signal that arrives once the port answers is always handled.
     signal.signal(signal.SIGTERM, _handle)
     signal.signal(signal.SIGINT, _handle)
-    agent.run_pass()  # the first scrape already has data
+    agent.first_pass()  # the first scrape already has data (or says why not)
     agent.start()
     server.start()
     scheme = "https" if server.http.tls else "http"

@@ -195,8 +195,11 @@ def container_families(  # noqa: C901 - one family after another
         if "memory_spec" in on:
             _put(mem_limit, lv, c.memory_limit_bytes)
             _put(mem_high, lv, r.memory_high)
-        if r.memory_current is not None or r.memory_max is not None:
-            add(mem_ent, {**lv, "basis": c.memory_entitlement.basis}, c.memory_entitlement.value)
+        me = c.memory_entitlement
+        # The node's memory unknown (/proc/meminfo unreadable): no series, not a 0.
+        known = me.basis != "node" or me.value > 0
+        if known and (r.memory_current is not None or r.memory_max is not None):
+            add(mem_ent, {**lv, "basis": me.basis}, me.value)
         if r.memory_stat is not None:
             add(refaults, {**lv, "type": "anon"}, r.memory_stat.workingset_refault_anon)
             add(refaults, {**lv, "type": "file"}, r.memory_stat.workingset_refault_file)

@@ -176,9 +176,15 @@ class Published:
         result: PassResult | None,
         findings_json: bytes,
         extra: Sequence[ExtraFamilies] = (),
+        *,
+        failure: str = "",
+        failed_passes: int = 0,
     ) -> None:
         self.result = result  # None: before the first pass (a "not ready" exposition)
         self.findings_json = findings_json
+        # Before the first pass: why the passes so far failed ("": none failed yet).
+        self.failure = failure
+        self.failed_passes = failed_passes
         self._extra = extra
         self._families: list[Metric] | None = None
         self._renders: dict[Variant, Rendered] = {}
@@ -188,6 +194,27 @@ class Published:
     def rendered(self) -> frozenset[Variant]:
         return frozenset(self._renders)
 
+    def problems(self) -> list[str]:
+        """What went wrong in this pass, one phrase each (``/healthz`` says them): the
+        parts that failed, and the cgroups it could not sample other than vanished."""
+        if self.result is None:
+            return []
+        snap = self.result.snapshot
+        out = [
+            f"{name} failed"
+            for name, st in sorted({**snap.collectors, "findings": self.result.evaluation}.items())
+            if not st.success
+        ]
+        lost: dict[str, int] = {}
+        for x in snap.lost:
+            if x.reason != "vanished":
+                lost[x.reason] = lost.get(x.reason, 0) + 1
+        if lost:
+            out.append(
+                "cgroups not sampled: " + ", ".join(f"{n} {r}" for r, n in sorted(lost.items()))
+            )
+        return out
+
     def families(self) -> list[Metric]:
         with self._lock:
             return self._families_locked()
@@ -195,7 +222,7 @@ class Published:
     def _families_locked(self) -> list[Metric]:
         if self._families is None:
             if self.result is None:
-                self._families = [build_info(), not_ready()]
+                self._families = [build_info(), *not_ready(self.failed_passes)]
             else:
                 self._families = pass_families(self.result, self._extra)
         return self._families
@@ -292,6 +319,17 @@ class Exposition:
 
     def current(self) -> Published:
         return self._current
+
+    def fail(self, reason: str, failed_passes: int) -> None:
+        """A pass failed as a whole. Before the first published pass, that is what
+        ``/healthz``, ``/findings`` and the ``contention_sampler_*`` families say
+        (instead of "pending"); after it, the last pass stays published and ages."""
+        if self._current.result is not None:
+            return
+        doc = {"error": f"first sampler pass failed: {reason}"}
+        self._current = Published(
+            None, json.dumps(doc).encode(), failure=reason, failed_passes=failed_passes
+        )
 
     def publish(self, result: PassResult, now: float | None = None) -> Published:
         """Publish one pass. With ``render="pass"``, render now each format a scrape is

@@ -10,13 +10,19 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from ..sampler.snapshot import CollectorStatus, Snapshot
 
 READY_HELP = "1 once the first sampler pass has completed, 0 before."
+FAILED_HELP = (
+    "Sampler passes that failed as a whole (logged). Before the first pass completes, "
+    "a value above 0 means it failed rather than that it is still pending."
+)
 
 
-def not_ready() -> Metric:
+def not_ready(failed_passes: int = 0) -> list[Metric]:
     """What a scrape shows before the first pass has been published."""
     up = GaugeMetricFamily("contention_sampler_ready", READY_HELP)
     up.add_metric([], 0)
-    return up
+    failed = CounterMetricFamily("contention_sampler_failed_passes_total", FAILED_HELP)
+    failed.add_metric([], failed_passes)
+    return [up, failed]
 
 
 def status_families(snap: Snapshot, collectors: Mapping[str, CollectorStatus]) -> Iterator[Metric]:
@@ -27,8 +33,11 @@ def status_families(snap: Snapshot, collectors: Mapping[str, CollectorStatus]) -
     yield ready
     skipped = CounterMetricFamily(
         "contention_sampler_skipped_cgroups_total",
-        "Cgroup reads skipped, by reason: vanished (removed while being read), malformed "
-        "(a file not in the kernel's format; logged), error (other I/O errors; logged).",
+        "Cgroups not sampled in a pass, by reason: vanished (removed while being read), "
+        "malformed (a file not in the kernel's format or range, or not a regular file), "
+        "implausible (counters moved in a way the kernel cannot produce), unreadable "
+        "(permission denied; a directory that cannot be listed counts once for all the "
+        "cgroups below it), error (anything else). All but vanished are logged.",
         labels=["reason"],
     )
     for reason, n in sorted(snap.skipped_total.items()):
@@ -39,6 +48,9 @@ def status_families(snap: Snapshot, collectors: Mapping[str, CollectorStatus]) -
     )
     passes.add_metric([], snap.passes_total)
     yield passes
+    failed = CounterMetricFamily("contention_sampler_failed_passes_total", FAILED_HELP)
+    failed.add_metric([], snap.failed_passes_total)
+    yield failed
     last = GaugeMetricFamily(
         "contention_sampler_last_pass_timestamp_seconds",
         "Unix time of the pass this scrape shows (how fresh the numbers are).",
@@ -63,7 +75,8 @@ def status_families(snap: Snapshot, collectors: Mapping[str, CollectorStatus]) -
         yield st
     ok = GaugeMetricFamily(
         "contention_collector_success",
-        "1 if this part of the last pass succeeded: node (/proc), cgroups, probe (the "
+        "1 if this part of the last pass succeeded: node (/proc), cgroups (every cgroup "
+        "found was sampled or had vanished, every directory could be listed), probe (the "
         "scheduler probe's maps), findings (evaluation), exposition (every family of "
         "this response was built).",
         labels=["collector"],

@@ -7,39 +7,53 @@ is the loop: a pass every ``interval`` seconds, each handed to a callback (the a
 evaluates findings and publishes the pass); the exporter runs it in a thread and
 ``diagnose`` in the foreground, so both see the same passes.
 
-Errors are per cgroup: a cgroup that vanishes mid-read or has a malformed file is
-skipped, counted by reason and logged once; the pass and the scrape go on.
+Errors cost as little as they can: a cgroup that vanishes mid-read, has a malformed
+file, counters that moved impossibly, or cannot be read is skipped for that pass,
+counted by reason and logged once (per cgroup and reason, until it reads again); a
+directory that cannot be listed is counted the same way, and its cgroups keep their
+window until it can. A part of the pass that fails (the node's files, every cgroup,
+the probe) costs that part, said in its collector status; a pass that fails as a
+whole is counted and logged, and the loop goes on.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..cgroupfs.discovery import CgroupKind, CgroupRef, K8sCgroup, classify, walk
 from ..cgroupfs.errors import CgroupParseError, CgroupVanishedError
 from ..cgroupfs.mode import NodeFacts
-from ..cgroupfs.procfs import read_node
+from ..cgroupfs.procfs import NodeReading, read_node
 from ..cgroupfs.reader import CgroupReader
 from ..identity import HostIdentityResolver, Identity, IdentityResolver
 from ..probe.fold import ProbeFolds, ProbeSnapshot
-from ..window.fold import WindowFolds
+from ..window.fold import ImplausibleSample, WindowFolds
 from ..window.model import CulpritKey, Window
 from .departed import Departed
 from .entitlement import cpu_entitlement, cpu_limit_cores, memory_entitlement, memory_limit_bytes
-from .snapshot import CollectorStatus, ContainerSample, NodeSample, Snapshot
+from .snapshot import CollectorStatus, ContainerSample, LostCgroup, NodeSample, Snapshot
 
 if TYPE_CHECKING:
     from ..probe.fold import Probe
 
 log = logging.getLogger(__name__)
 
-SKIP_REASONS = ("vanished", "malformed", "error")
+# Why a cgroup was not sampled in a pass (contention_sampler_skipped_cgroups_total):
+# vanished (removed while being read: churn, not a failure); malformed (a file not in
+# the kernel's format or range, or not a regular file); implausible (counters moved in
+# a way the kernel cannot produce); unreadable (permission denied on its files, or a
+# directory of cgroups that cannot be listed); error (any other failure).
+SKIP_REASONS = ("vanished", "malformed", "implausible", "unreadable", "error")
+_DENIED = (errno.EACCES, errno.EPERM)
 OnPass = Callable[[Snapshot], object]
+OnFailure = Callable[[str], object]
 
 
 class Sampler:
@@ -67,13 +81,22 @@ class Sampler:
         # Culprits whose cgroup went away keep their names while their blame counts.
         self._departed = Departed(Departed.retention_s(window_minutes, interval))
         self._skipped = dict.fromkeys(SKIP_REASONS, 0)
-        self._warned: set[tuple[str, str]] = set()
+        # What was logged, per cgroup path ("node" for the node's files): a reason is
+        # logged once until the cgroup reads again; forgotten with the cgroup.
+        self._warned: dict[str, set[str]] = {}
         self._passes = 0
+        self.failed_passes = 0  # passes that failed as a whole
+        self.last_failure = ""
         # One pass at a time; window() and blame_in_progress() read consistent state.
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # Paths seen in this pass and the last: bounded by what exists, not by churn.
         self._classify_cache: dict[str, tuple[CgroupKind, K8sCgroup | None]] = {}
+        self._classify_last: dict[str, tuple[CgroupKind, K8sCgroup | None]] = {}
+        # Tracked cgroups of the last pass (id -> path): a directory that cannot be
+        # listed keeps the windows of the cgroups last seen below it.
+        self._tracked_paths: dict[int, str] = {}
         # Sub-cgroups of tracked cgroups -> their tracked owner (the probe sees tasks in
         # the leaf cgroup they run in; their waits and blame belong to the owner).
         self._owned: dict[int, int] = {}
@@ -107,19 +130,30 @@ class Sampler:
         *,
         until: float | None = None,
         stop: threading.Event | None = None,
+        on_failure: OnFailure | None = None,
     ) -> int:
         """The loop: a pass every ``interval`` seconds, each handed to ``on_pass``,
         until ``stop`` is set or the monotonic deadline ``until`` has passed (the first
-        pass always runs). A failing pass or callback is logged and the loop goes on.
+        pass always runs). A pass that fails is counted, logged and told to
+        ``on_failure``; a failing callback is logged; the loop goes on either way.
         Returns the number of passes run."""
         stop = stop if stop is not None else self._stop
         passes = 0
         while True:
             started = time.monotonic()
-            try:
-                on_pass(self.run_once())
-            except Exception as e:  # a bug must not kill the exporter: log and go on
-                log.error("sampler pass failed: %s", e, exc_info=log.isEnabledFor(logging.DEBUG))
+            snap = self.try_pass()
+            if snap is None:
+                if on_failure is not None:
+                    on_failure(self.last_failure)
+            else:
+                try:
+                    on_pass(snap)
+                except Exception as e:  # a bug must not kill the exporter: log and go on
+                    log.error(
+                        "publishing a sampler pass failed: %s",
+                        _describe(e),
+                        exc_info=log.isEnabledFor(logging.DEBUG),
+                    )
             passes += 1
             now = time.monotonic()
             wait = max(0.0, self.interval - (now - started))
@@ -130,11 +164,15 @@ class Sampler:
             if stop.wait(wait):
                 return passes
 
-    def start(self, on_pass: OnPass) -> None:
+    def start(self, on_pass: OnPass, on_failure: OnFailure | None = None) -> None:
         """Run the loop in a background thread until :meth:`stop`."""
         self._stop.clear()
         self._thread = threading.Thread(
-            target=self.run, args=(on_pass,), name="sampler", daemon=True
+            target=self.run,
+            args=(on_pass,),
+            kwargs={"on_failure": on_failure},
+            name="sampler",
+            daemon=True,
         )
         self._thread.start()
 
@@ -147,8 +185,25 @@ class Sampler:
     # -- one pass ---------------------------------------------------------------
 
     def run_once(self, now: float | None = None) -> Snapshot:
+        """One pass. Raises only for a failure no part of the pass could contain (a
+        bug); :meth:`try_pass` counts and logs that instead."""
         with self._lock:
             return self._run_once(now)
+
+    def try_pass(self, now: float | None = None) -> Snapshot | None:
+        """One pass, or None when it failed as a whole: counted in ``failed_passes``,
+        logged, and said in ``last_failure``."""
+        try:
+            return self.run_once(now)
+        except Exception as e:
+            self.failed_passes += 1
+            self.last_failure = _describe(e)
+            log.error(
+                "sampler pass failed: %s",
+                self.last_failure,
+                exc_info=log.isEnabledFor(logging.DEBUG),
+            )
+            return None
 
     def _run_once(self, now: float | None) -> Snapshot:
         t0 = time.perf_counter()
@@ -156,11 +211,20 @@ class Sampler:
         collectors: dict[str, CollectorStatus] = {}
 
         t = time.perf_counter()
-        node, ok = self._read_node()
+        try:
+            node, ok = self._read_node()
+        except Exception as e:  # the node's files cost only the node's part
+            self._warn_once("node", f"reading the node failed: {_describe(e)}")
+            node, ok = self._node_sample(None), False
         collectors["node"] = CollectorStatus(ok, time.perf_counter() - t)
 
         t = time.perf_counter()
-        containers, ok = self._read_cgroups(now)
+        lost: list[LostCgroup] = []
+        try:
+            containers, ok = self._read_cgroups(now, lost)
+        except Exception as e:  # a bug in the walk costs this pass's cgroups, not the pass
+            self._warn_once("node", f"reading the cgroups failed: {_describe(e)}")
+            containers, ok = [], False
         collectors["cgroups"] = CollectorStatus(ok, time.perf_counter() - t)
 
         probe_snapshot = None
@@ -169,9 +233,19 @@ class Sampler:
             probe_snapshot, ok = self._poll_probe(containers)
             collectors["probe"] = CollectorStatus(ok, time.perf_counter() - t)
 
-        self.folds.fold_node(
-            node.proc_stat, node.cpu_pressure, node.memory_pressure, node.io_pressure, now
-        )
+        try:
+            refused = self.folds.fold_node(
+                node.proc_stat,
+                node.cpu_pressure,
+                node.memory_pressure,
+                node.io_pressure,
+                now,
+                self.cpu_cores,
+            )
+        except Exception as e:
+            refused = [f"folding the node's counters failed: {_describe(e)}"]
+        for why in refused:
+            self._warn_once("node", why)
         self._passes += 1
         return Snapshot(
             taken_at=now,
@@ -184,6 +258,8 @@ class Sampler:
             identity_staleness_s=self.resolver.staleness_seconds(),
             passes_total=self._passes,
             probe=probe_snapshot,
+            lost=tuple(lost),
+            failed_passes_total=self.failed_passes,
         )
 
     def _poll_probe(self, containers: list[ContainerSample]) -> tuple[ProbeSnapshot | None, bool]:
@@ -197,7 +273,7 @@ class Sampler:
                 self._passes,
             )
         except Exception as e:
-            log.warning("scheduler probe read failed: %s", e)
+            log.warning("scheduler probe read failed: %s", _describe(e))
             return None, False
         return snap, True
 
@@ -217,81 +293,145 @@ class Sampler:
                 f"{self.procfs}/stat has no steal column (a kernel before 2.6.11?): node CPU "
                 "steal and the cpu-steal finding are not available",
             )
-        node = NodeSample(
-            proc_stat=r.proc_stat,
-            cpu_pressure=r.cpu_pressure,
-            memory_pressure=r.memory_pressure,
-            io_pressure=r.io_pressure,
+        return self._node_sample(r), r.ok
+
+    def _node_sample(self, r: NodeReading | None) -> NodeSample:
+        return NodeSample(
+            proc_stat=r.proc_stat if r else None,
+            cpu_pressure=r.cpu_pressure if r else None,
+            memory_pressure=r.memory_pressure if r else None,
+            io_pressure=r.io_pressure if r else None,
             cpu_cores=self.cpu_cores,
             memory_bytes=self.memory_bytes,
         )
-        return node, r.ok
 
     def _classify(self, path: str) -> tuple[CgroupKind, K8sCgroup | None]:
         hit = self._classify_cache.get(path)
         if hit is None:
-            hit = self._classify_cache[path] = classify(path)
+            hit = self._classify_last.get(path) or classify(path)
+            self._classify_cache[path] = hit
         return hit
 
-    def _read_cgroups(self, now: float) -> tuple[list[ContainerSample], bool]:
+    def _read_cgroups(
+        self, now: float, lost: list[LostCgroup]
+    ) -> tuple[list[ContainerSample], bool]:
+        """Every tracked cgroup's sample; what could not be sampled goes to ``lost``
+        (and the skip counters). Succeeds when nothing but vanished cgroups was lost."""
         if self.reader is None or self.facts.v2_root is None:
             return [], not self.facts.supported and self.facts.v2_root is None
-        self.resolver.refresh()  # e.g. re-read a metadata file once per pass
-        out: list[ContainerSample] = []
-        seen: set[int] = set()
-        others: dict[int, Identity] = {}
-        owned: dict[int, int] = {}
-        all_ids: set[int] = set()
+        try:
+            self.resolver.refresh()  # e.g. re-read a metadata file once per pass
+        except Exception as e:  # names may be stale this pass; sampling goes on
+            self._warn_once("node", f"refreshing cgroup identities failed: {_describe(e)}")
+        acc = _Walked(lost)
+
+        def on_unlisted(path: str, e: OSError) -> None:
+            acc.unlisted.append(path)
+            self._lose(lost, path, "unreadable", f"cannot list the directory: {_describe(e)}")
+
+        self._classify_last, self._classify_cache = self._classify_cache, {}
         for ref in walk(
-            self.facts.v2_root, descendants=self.probe is not None, classifier=self._classify
+            self.facts.v2_root,
+            descendants=self.probe is not None,
+            classifier=self._classify,
+            on_unlisted=on_unlisted,
         ):
-            all_ids.add(ref.id)
-            if ref.owner is not None:
-                owned[ref.id] = ref.owner
-                continue
-            if not ref.tracked:
-                if ref.kind in (CgroupKind.ROOT, CgroupKind.POD):
-                    others[ref.id] = self.resolver.resolve(ref)
-                continue
+            self._visit(ref, acc, now)
+        # Gone cgroups: their windows (and series) go. A cgroup that failed this pass
+        # still exists and keeps its window, and so do the cgroups last seen below a
+        # directory that cannot be listed now.
+        keep = acc.sampled | acc.failed
+        unlisted = acc.unlisted
+        if unlisted:
+            hidden = {c: p for c, p in self._tracked_paths.items() if _below(p, unlisted)}
+            keep |= hidden.keys()
+            acc.tracked.update(hidden)
+            acc.paths.update(hidden.values())
+        self.folds.forget(keep)
+        self._tracked_paths = acc.tracked
+        acc.paths.update(unlisted)
+        self._warned = {
+            p: w for p, w in self._warned.items() if p in acc.paths or _below(p, unlisted)
+        }
+        self._owned, self._all_ids, self._others = acc.owned, acc.all_ids, acc.others
+        named = {**acc.others, **{c.cgroup_id: c.identity for c in acc.out}}
+        self._departed.update(named, acc.owned, now)
+        return acc.out, not unlisted and all(x.reason == "vanished" for x in lost)
+
+    def _visit(self, ref: CgroupRef, acc: _Walked, now: float) -> None:
+        """One cgroup of the walk: note it, name it, and sample it if it is tracked."""
+        acc.all_ids.add(ref.id)
+        if ref.owner is not None:
+            acc.owned[ref.id] = ref.owner
+            return
+        if not ref.tracked and ref.kind not in (CgroupKind.ROOT, CgroupKind.POD):
+            return
+        acc.paths.add(ref.path)
+        try:
             ident = self.resolver.resolve(ref)
-            if ident.opted_out:
-                others[ref.id] = ident  # not sampled, still nameable as a culprit
-                continue
-            sample = self._read_one(ref, ident, now)
-            if sample is not None:
-                out.append(sample)
-                seen.add(ref.id)
-        self.folds.forget(seen)  # gone cgroups: their series vanish with this pass
-        if len(self._classify_cache) > 4 * (len(seen) + 64):
-            self._classify_cache.clear()
-        self._owned, self._all_ids, self._others = owned, all_ids, others
-        self._departed.update({**others, **{c.cgroup_id: c.identity for c in out}}, owned, now)
-        return out, True
+        except Exception as e:  # one cgroup's naming costs that cgroup only
+            if ref.tracked:
+                acc.failed.add(ref.id)
+                self._lose(acc.lost, ref.path, "error", f"naming it failed: {_describe(e)}")
+            return
+        if not ref.tracked:
+            acc.others[ref.id] = ident
+            return
+        acc.tracked[ref.id] = ref.path
+        if ident.opted_out:
+            acc.others[ref.id] = ident  # not sampled, still nameable as a culprit
+            return
+        sample = self._read_one(ref, ident, now, acc.lost)
+        if sample is None:
+            acc.failed.add(ref.id)
+        else:
+            acc.out.append(sample)
+            acc.sampled.add(ref.id)
+            self._warned.pop(ref.path, None)  # it reads again: warn anew next time
+
+    def _lose(self, lost: list[LostCgroup], path: str, reason: str, detail: str) -> None:
+        """Count one cgroup (or directory) not sampled in this pass, and log it once."""
+        self._skipped[reason] += 1
+        lost.append(LostCgroup(path, reason, detail))
+        if reason == "vanished":
+            log.debug("cgroup %s vanished while being read", path)
+            return
+        warned = self._warned.setdefault(path, set())
+        if reason not in warned:
+            warned.add(reason)
+            log.warning("skipping cgroup %s (%s): %s", path, reason, detail)
 
     def _warn_once(self, path: str, msg: str) -> None:
-        key = (path, msg)
-        if key not in self._warned:
-            if len(self._warned) > 10000:
-                self._warned.clear()
-            self._warned.add(key)
+        warned = self._warned.setdefault(path, set())
+        if msg not in warned:
+            if len(warned) > 100:  # messages that keep changing: start over
+                warned.clear()
+            warned.add(msg)
             log.warning("%s", msg)
 
-    def _read_one(self, ref: CgroupRef, ident: Identity, now: float) -> ContainerSample | None:
-        assert self.reader is not None
+    def _read_one(
+        self, ref: CgroupRef, ident: Identity, now: float, lost: list[LostCgroup]
+    ) -> ContainerSample | None:
+        """One cgroup's sample, or None (counted in ``lost``): whatever goes wrong
+        while reading or folding it costs this cgroup, for this pass."""
         try:
-            r = self.reader.read(ref.path)
+            return self._sample(ref, ident, now)
         except CgroupVanishedError:
-            self._skipped["vanished"] += 1
-            log.debug("cgroup %s vanished while being read", ref.path)
-            return None
+            self._lose(lost, ref.path, "vanished", "removed while being read")
         except CgroupParseError as e:
-            self._skipped["malformed"] += 1
-            self._warn_once(ref.path, f"skipping cgroup {ref.path}: {e.reason} ({e.source})")
-            return None
+            self._lose(lost, ref.path, "malformed", f"{e.reason} ({e.source})")
+        except ImplausibleSample as e:
+            self._lose(lost, ref.path, "implausible", str(e))
         except OSError as e:
-            self._skipped["error"] += 1
-            self._warn_once(ref.path, f"skipping cgroup {ref.path}: {e}")
-            return None
+            reason = "unreadable" if e.errno in _DENIED else "error"
+            self._lose(lost, ref.path, reason, _describe(e))
+        except Exception as e:  # a bug: it must cost this cgroup only
+            self._lose(lost, ref.path, "error", f"unexpected {_describe(e)}")
+        return None
+
+    def _sample(self, ref: CgroupRef, ident: Identity, now: float) -> ContainerSample:
+        assert self.reader is not None
+        r = self.reader.read(ref.path)
 
         # Throttling: v2 cpu.stat when the cpu controller is on, else the v1 cpu cgroup.
         periods = throttled = throttled_us = None
@@ -321,5 +461,36 @@ class Sampler:
             throttled_usec=throttled_us,
             working_set_bytes=working_set,
         )
-        sample.sampled_s = self.folds.fold(ref.id, ident, cpu_limit, mem_limit, sample, now)
+        sample.sampled_s = self.folds.fold(
+            ref.id, ident, cpu_limit, mem_limit, sample, now, self.cpu_cores
+        )
         return sample
+
+
+@dataclass(slots=True)
+class _Walked:
+    """What one pass's walk over the cgroups found."""
+
+    lost: list[LostCgroup]
+    out: list[ContainerSample] = field(default_factory=list)
+    sampled: set[int] = field(default_factory=set)
+    failed: set[int] = field(default_factory=set)  # tracked, exists, not sampled
+    unlisted: list[str] = field(default_factory=list)  # directories that could not be listed
+    tracked: dict[int, str] = field(default_factory=dict)  # id -> path
+    others: dict[int, Identity] = field(default_factory=dict)
+    owned: dict[int, int] = field(default_factory=dict)
+    all_ids: set[int] = field(default_factory=set)
+    paths: set[str] = field(default_factory=lambda: {"node"})  # for pruning warnings
+
+
+def _below(path: str, dirs: Iterable[str]) -> bool:
+    """Whether ``path`` lies below one of ``dirs`` (cgroup paths; "/" is the root)."""
+    return any(d == "/" or path.startswith(d + "/") for d in dirs)
+
+
+def _describe(e: BaseException) -> str:
+    """An exception as one log line: its type when the message alone would not say."""
+    text = str(e).splitlines()[0] if str(e) else ""
+    if isinstance(e, OSError) and e.strerror:
+        text = f"{e.strerror}: {e.filename}" if e.filename else e.strerror
+    return text if isinstance(e, OSError | ValueError) and text else f"{type(e).__name__}: {text}"

@@ -47,6 +47,15 @@ class NodeSample:
 
 
 @dataclass(frozen=True, slots=True)
+class LostCgroup:
+    """A cgroup (or a directory of cgroups) a pass could not sample, and why."""
+
+    path: str  # relative to the cgroup2 root; a directory's path for "unreadable" ones
+    reason: str  # one of the sampler's SKIP_REASONS
+    detail: str  # what went wrong, as logged
+
+
+@dataclass(frozen=True, slots=True)
 class CollectorStatus:
     success: bool
     duration_s: float
@@ -66,3 +75,6 @@ class Snapshot:
     identity_staleness_s: float | None
     passes_total: int
     probe: ProbeSnapshot | None = None  # when a probe is configured (loaded or not)
+    # Cgroups this pass could not sample (each also counted in skipped_total).
+    lost: tuple[LostCgroup, ...] = ()
+    failed_passes_total: int = 0  # passes that failed as a whole since start

@@ -12,24 +12,19 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
 
-from ..cgroupfs.model import CgroupReading, Pressure, PressureLine, ProcStat
+from ..cgroupfs.model import Pressure, PressureLine, ProcStat
 from ..cgroupfs.procfs import USER_HZ
 from ..identity import Identity
 from .model import ContainerWindow, CulpritKey, MinuteFold, NodeFold, Window
+from .plausible import STRIKES, CounterSample, counter_problem, sample_problem, span_s
+
+__all__ = ["CounterSample", "ImplausibleSample", "WindowFolds", "counter_delta", "minute_of"]
 
 
-class CounterSample(Protocol):
-    """What one pass read of one cgroup, as the fold needs it (the sampler's
-    ``ContainerSample`` is one). Throttling comes from v2 ``cpu.stat`` or the v1 cpu
-    controller, so it is passed resolved rather than read from ``reading``."""
-
-    reading: CgroupReading
-    periods: int | None
-    throttled_periods: int | None
-    throttled_usec: int | None
-    working_set_bytes: int | None
+class ImplausibleSample(ValueError):
+    """A cgroup's counters moved in a way the kernel cannot produce (``plausible``):
+    the sample is refused and the last good one stays the baseline."""
 
 
 def counter_delta(cur: int | None, prev: int | None) -> int | None:
@@ -66,6 +61,13 @@ class _Seen:
     at: float
     sample: CounterSample
     watched_s: float
+    strikes: int = 0  # consecutive samples refused against this baseline
+
+
+@dataclass(slots=True)
+class _NodeBase:
+    at: float
+    value: int
 
 
 class WindowFolds:
@@ -79,7 +81,7 @@ class WindowFolds:
         self._current: dict[int, MinuteFold] = {}
         self._node_folds: deque[NodeFold] = deque(maxlen=minutes)
         self._node_current: NodeFold | None = None
-        self._node_prev: dict[str, int] = {}
+        self._node_base: dict[str, _NodeBase] = {}
         self._node_prev_at: float | None = None
 
     # -- per cgroup -----------------------------------------------------------------
@@ -92,12 +94,29 @@ class WindowFolds:
         memory_limit_bytes: int | None,
         s: CounterSample,
         now: float,
+        cpus: float,
     ) -> float:
         """Fold one cgroup's pass into its current minute. Returns the wall-clock
-        seconds the cgroup has been watched (a counter: it never goes backwards)."""
+        seconds the cgroup has been watched (a counter: it never goes backwards).
+
+        Raises :class:`ImplausibleSample`, changing nothing but a strike count, when
+        the counters cannot have moved so since the last good sample on a node with
+        ``cpus`` CPUs (``exporter.window.plausible``)."""
         minute = minute_of(now)
         prev = self._seen.get(cgroup_id)
-        watched_s = prev.watched_s + max(0.0, now - prev.at) if prev is not None else 0.0
+        # The baseline to take deltas from: None at first sight, or after a change
+        # that held for STRIKES passes (what the kernel says now: no delta across it).
+        base = prev
+        if prev is not None:
+            why = sample_problem(s, prev.sample, now - prev.at, cpus)
+            if why is not None:
+                prev.strikes += 1
+                if prev.strikes < STRIKES:
+                    raise ImplausibleSample(why)
+                base = None
+        watched_s = 0.0 if prev is None else prev.watched_s
+        if base is not None:
+            watched_s += max(0.0, now - base.at)
         self._seen[cgroup_id] = _Seen(now, s, watched_s)
         cw = self._windows.get(cgroup_id)
         if cw is None:
@@ -121,9 +140,9 @@ class WindowFolds:
             fold = self._current[cgroup_id] = MinuteFold(minute=minute)
         fold.memory_bytes = s.reading.memory_current
         fold.working_set_bytes = s.working_set_bytes
-        if prev is not None:  # first sight: a baseline, no deltas yet
-            fold.seconds += now - prev.at
-            _add_deltas(fold, s, prev.sample)
+        if base is not None:  # first sight: a baseline, no deltas yet
+            fold.seconds += now - base.at
+            _add_deltas(fold, s, base.sample)
         return watched_s
 
     def forget(self, keep: set[int]) -> None:
@@ -152,7 +171,11 @@ class WindowFolds:
         memory: Pressure | None,
         io: Pressure | None,
         now: float,
-    ) -> None:
+        cpus: float,
+    ) -> list[str]:
+        """Fold the node's counters into its current minute. Returns why a counter's
+        change was refused (see ``exporter.window.plausible``): that counter folds
+        nothing this pass and starts from a new baseline at the next one."""
         minute = minute_of(now)
         cur: dict[str, int] = {}
         if proc_stat is not None:
@@ -164,20 +187,21 @@ class WindowFolds:
                 cur[f"{res}_some"] = pr.some.total_usec
                 if pr.full is not None:
                     cur[f"{res}_full"] = pr.full.total_usec
-        prev, prev_at = self._node_prev, self._node_prev_at
-        self._node_prev, self._node_prev_at = cur, now
+        prev_at = self._node_prev_at
+        self._node_prev_at = now
         fold = self._node_current
         if fold is not None and fold.minute != minute:
             self._node_folds.append(fold)
             fold = None
         if fold is None:
             fold = self._node_current = NodeFold(minute=minute)
+        deltas, problems = self._node_deltas(cur, now, prev_at, cpus)
         if prev_at is None:
-            return
+            return problems
         fold.seconds += now - prev_at
 
         def d(key: str) -> int | None:
-            return counter_delta(cur.get(key), prev.get(key))
+            return deltas.get(key)
 
         fold.context_switches += d("ctxt") or 0
         for key, attr, per_s in (
@@ -191,6 +215,31 @@ class WindowFolds:
             v = d(key)
             if v is not None:
                 setattr(fold, attr, _add(getattr(fold, attr), v / per_s))
+        return problems
+
+    def _node_deltas(
+        self, cur: dict[str, int], now: float, prev_at: float | None, cpus: float
+    ) -> tuple[dict[str, int], list[str]]:
+        """Each node counter's change since the last pass, where it is possible. A
+        counter refused (or missing) in the last pass starts again from here."""
+        span = span_s(now - prev_at) if prev_at is not None else 0.0
+        most = {"ctxt": None, "steal": cpus * span * USER_HZ}
+        deltas: dict[str, int] = {}
+        problems: list[str] = []
+        for key, value in cur.items():
+            base = self._node_base.get(key)
+            if base is None or base.at != prev_at:
+                self._node_base[key] = _NodeBase(now, value)
+                continue
+            why = counter_problem(key, value, base.value, most.get(key, span * 1e6))
+            if why is not None:
+                problems.append(f"node counter refused: {why}")
+                continue  # the baseline stays old: the next pass starts afresh
+            deltas[key] = value - base.value
+            self._node_base[key] = _NodeBase(now, value)
+        for gone in self._node_base.keys() - cur.keys():
+            del self._node_base[gone]
+        return deltas, problems
 
     # -- the window -------------------------------------------------------------------
 

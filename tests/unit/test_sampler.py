@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -197,15 +198,65 @@ def test_sampled_seconds_and_first_seen(tree: Tree) -> None:
     assert {c.identity.cgroup: c.sampled_s for c in snap.containers}["/a"] == pytest.approx(36.0)
 
 
-def test_counter_reset_is_a_fresh_baseline(tree: Tree) -> None:
+def test_counter_reset_that_holds_is_a_fresh_baseline(tree: Tree) -> None:
+    """A counter that goes back and stays back (a v1 controller recreated under the
+    same path) is refused STRIKES - 1 times, then taken as the new baseline."""
     s = tree.sampler()
     tree.cgroup("/a", usage=5_000_000)
     s.run_once(now=600.0)
-    tree.cgroup("/a", usage=1_000)  # recreated cgroup with the same path and inode
-    s.run_once(now=610.0)
+    tree.cgroup("/a", usage=1_000)
+    for now in (610.0, 620.0):  # refused: the window keeps the old baseline
+        snap = s.run_once(now=now)
+        assert by_path(snap) == {}
+        assert [(x.path, x.reason) for x in snap.lost] == [("/a", "implausible")]
+        assert "usage_usec went backwards (5000000 -> 1000)" in snap.lost[0].detail
+    snap = s.run_once(now=630.0)
+    assert set(by_path(snap)) == {"/a"}
+    assert snap.skipped_total["implausible"] == 2
+    tree.cgroup("/a", usage=2_001_000)
+    s.run_once(now=640.0)
     s.run_once(now=670.0)
     (cw,) = s.window().containers.values()
-    assert cw.folds[0].cpu_usage_s == 0.0
+    assert cw.folds[0].cpu_usage_s == pytest.approx(2.0)  # from the new baseline only
+
+
+@pytest.mark.parametrize(
+    ("transient", "why"),
+    [
+        ({"usage": 1_000}, "usage_usec went backwards"),
+        ({"usage": 200_000_000}, "usage_usec rose by"),  # 200 s in 10 s on 2 CPUs
+        (
+            {"usage": 1_000_000, "periods": 100, "throttled": 10, "cpu_some": 50_000_000},
+            "cpu.pressure some total rose by",  # a stall ratio of 5 in 10 s
+        ),
+        ({"usage": 1_000_000, "periods": 10, "throttled": 5}, "nr_periods went backwards"),
+    ],
+)
+def test_transient_impossible_counters_fold_nothing(
+    tree: Tree, transient: dict[str, Any], why: str
+) -> None:
+    """A bad read between two good ones is refused, and the next good read folds the
+    delta from the last good one: never 200 s of CPU in 10 s, never a stall above 1."""
+    s = tree.sampler()
+    tree.cgroup("/a", usage=1_000_000, periods=100, throttled=10)
+    s.run_once(now=600.0)
+    tree.cgroup("/a", **transient)
+    snap = s.run_once(now=610.0)
+    assert by_path(snap) == {}
+    assert snap.lost[0].reason == "implausible"
+    assert why in snap.lost[0].detail
+    assert snap.collectors["cgroups"].success is False
+    tree.cgroup("/a", usage=3_000_000, periods=110, throttled=12, cpu_some=5_000_000)
+    snap = s.run_once(now=620.0)
+    assert set(by_path(snap)) == {"/a"}
+    assert snap.collectors["cgroups"].success is True
+    s.run_once(now=660.0)
+    (cw,) = s.window().containers.values()
+    (minute,) = cw.folds
+    assert minute.cpu_usage_s == pytest.approx(2.0)
+    assert minute.seconds == pytest.approx(20.0)
+    assert minute.ratio(minute.cpu_some_s) == pytest.approx(0.25)
+    assert minute.periods == 10
 
 
 def test_malformed_cgroup_is_skipped_and_counted(
