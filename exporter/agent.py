@@ -23,11 +23,13 @@ from prometheus_client.process_collector import ProcessCollector
 
 from .cgroupfs import mode
 from .cgroupfs.mode import NodeFacts
+from .config_file import ConfigFileStatus, WatchedFile
+from .exposition.config import config_families
 from .exposition.kube import metric_families as kube_families
 from .exposition.published import Exposition, ExtraFamilies, PassResult, Published
 from .findings.aggregates import Clock, window_blame
 from .findings.evaluate import evaluate
-from .findings.thresholds import Thresholds
+from .findings.thresholds import Thresholds, watch_thresholds
 from .identity import HostIdentityResolver, IdentityResolver
 from .kube import KubeConfig, build_resolver
 from .kube.resolver import KubeIdentityResolver
@@ -55,6 +57,9 @@ class AgentConfig:
     process_metrics: bool = True  # the exporter's own CPU, memory and GC families
     # optional per-container families (exposition.containers.OPTIONAL_COLLECTORS)
     collectors: frozenset[str] = frozenset()
+    # The --config file the thresholds came from: re-read when it changes (None: the
+    # packaged defaults, nothing to watch).
+    thresholds_file: str | None = None
 
 
 def build_identity(
@@ -83,8 +88,17 @@ class Agent:
         Raises ValueError for usage errors (the command says it, exits 2)."""
         self.config = config
         self.thresholds = thresholds
+        self._thresholds_file: WatchedFile[Thresholds] | None = None
+        if config.thresholds_file is not None:
+            self._thresholds_file = watch_thresholds(config.thresholds_file)
+            self.thresholds = self._thresholds_file.value
         self.facts: NodeFacts = mode.detect(config.sysfs, config.procfs)
         resolver, self.kube = build_identity(config)
+        self._config_files: list[Callable[[], ConfigFileStatus]] = []
+        if self._thresholds_file is not None:
+            self._config_files.append(self._thresholds_file.status)
+        if isinstance(resolver, FileIdentityResolver):
+            self._config_files.append(resolver.status)
         self.probe: Probe | None = probe
         if probe is None and (self.facts.supported or not config.probe.enabled):
             self.probe = open_probe(config.probe, config.procfs)
@@ -109,6 +123,9 @@ class Agent:
         if self.kube is not None:
             kres = self.kube
             extra.append(lambda: kube_families(kres))
+        if self._config_files:
+            files = self._config_files
+            extra.append(lambda: config_families(f() for f in files))
         self.exposition = Exposition(config.render, extra, config.sample_interval)
         self._closed = False
 
@@ -141,6 +158,7 @@ class Agent:
         return self.exposition.publish(self.evaluate(snap))
 
     def evaluate(self, snap: Snapshot) -> PassResult:
+        self._reload_thresholds()
         th, now = self.thresholds, snap.taken_at
         t0 = time.perf_counter()
         window: Window | None
@@ -163,6 +181,17 @@ class Agent:
             collectors=self.config.collectors,
             antagonist_top_k=self.config.probe.antagonist_top_k,
         )
+
+    def _reload_thresholds(self) -> None:
+        """Take an edited thresholds file, if it is good (a bad one is logged once and
+        counted; the last good thresholds stay)."""
+        f = self._thresholds_file
+        if f is None or not f.poll():
+            return
+        new = f.value
+        if new.window_minutes != self.thresholds.window_minutes:
+            self.sampler.set_window_minutes(new.window_minutes)
+        self.thresholds = new
 
     def _blame(self, snap: Snapshot, window: Window) -> dict[int, dict[CulpritKey, float]]:
         """Each victim's wait per culprit over the exported blame window: the complete

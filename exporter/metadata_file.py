@@ -14,51 +14,35 @@ Kubernetes (or for the contention labs) this file plays that part, so the culpri
         container: app
         cpu_request: "1"
 
-The file is re-read when it changes; a broken file keeps the last good contents and
-says why in the log.
+Read and validated like every configuration file (:mod:`exporter.config_file`, schema
+``exporter/data/metadata.schema.json``). The file is re-read when it changes; a broken
+edit keeps the last good contents, is logged once and counted
+(``contention_config_reload_failures_total``).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-import yaml
-
 from .cgroupfs.discovery import CgroupRef
+from .config_file import ConfigError, ConfigFileStatus, WatchedFile, load_yaml, validate
 from .identity import HostIdentityResolver, Identity, IdentityResolver
 from .quantity import cpu_cores, memory_bytes
 
 log = logging.getLogger(__name__)
 
+SCHEMA = "metadata"
+Entries = Mapping[str, Mapping[str, Any]]  # cgroup path -> Identity field -> value
 
-class MetadataFileError(ValueError):
+
+class MetadataFileError(ConfigError):
     pass
 
 
-def parse_metadata(doc: Any, source: str) -> dict[str, dict[str, Any]]:
-    """Validate a metadata document: ``{cgroups: {path: {key: value}}}``."""
-    if doc is None:
-        return {}
-    if not isinstance(doc, dict) or set(doc) - {"cgroups"}:
-        raise MetadataFileError(f"{source}: expected a mapping with one key 'cgroups'")
-    cgroups = doc.get("cgroups") or {}
-    if not isinstance(cgroups, dict):
-        raise MetadataFileError(f"{source}: 'cgroups' must map cgroup paths to settings")
-    out: dict[str, dict[str, Any]] = {}
-    for path, entry in cgroups.items():
-        where = f"{source}: cgroups[{path!r}]"
-        if not isinstance(path, str) or not path.startswith("/"):
-            raise MetadataFileError(f"{where}: a cgroup path must start with '/'")
-        out[path] = _parse_entry(entry, where)
-    return out
-
-
-# key in the file -> (Identity field, parser)
+# key in the file -> (Identity field, conversion of the schema-checked value)
 _FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "namespace": ("namespace", str),
     "pod": ("pod", str),
@@ -71,21 +55,35 @@ _FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
 }
 
 
-_KEYS = set(_FIELDS)
-
-
-def _parse_entry(entry: Any, where: str) -> dict[str, Any]:
-    if not isinstance(entry, dict):
-        raise MetadataFileError(f"{where}: expected a mapping")
-    unknown = set(entry) - _KEYS
-    if unknown:
-        raise MetadataFileError(
-            f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(_KEYS)}"
-        )
+def parse_metadata(doc: Any, source: str) -> dict[str, dict[str, Any]]:
+    """Validate a metadata document, ``{cgroups: {path: {key: value}}}``, and convert
+    it to Identity fields per cgroup path."""
+    if doc is None:
+        return {}
     try:
-        return {_FIELDS[k][0]: _FIELDS[k][1](v) for k, v in entry.items()}
-    except ValueError as e:
-        raise MetadataFileError(f"{where}: {e}") from None
+        validate(doc, SCHEMA, source)
+    except ConfigError as e:
+        raise MetadataFileError(str(e)) from None
+    out: dict[str, dict[str, Any]] = {}
+    for path, entry in (doc.get("cgroups") or {}).items():
+        fields: dict[str, Any] = {}
+        for key, value in entry.items():
+            field, convert = _FIELDS[key]
+            try:
+                fields[field] = convert(value)
+            except ValueError as e:
+                raise MetadataFileError(f"{source}: cgroups.{path}.{key}: {e}") from None
+        out[path] = fields
+    return out
+
+
+def parse_metadata_file(data: bytes, source: str) -> dict[str, dict[str, Any]]:
+    """A metadata file's bytes, parsed and validated (errors name the file and key)."""
+    try:
+        doc = load_yaml(data, source)
+    except ConfigError as e:
+        raise MetadataFileError(str(e)) from None
+    return parse_metadata(doc, source)
 
 
 class FileIdentityResolver:
@@ -94,42 +92,23 @@ class FileIdentityResolver:
     def __init__(self, path: str, inner: IdentityResolver | None = None) -> None:
         self.path = path
         self.inner = inner or HostIdentityResolver()
-        self._entries: dict[str, dict[str, Any]] = {}
-        self._mtime: float | None = None
-        self._lock = threading.Lock()
-        self.reload(strict=True)
-
-    def reload(self, strict: bool = False) -> None:
         try:
-            mtime = os.stat(self.path).st_mtime
-        except OSError as e:
-            if strict:
-                raise MetadataFileError(f"{self.path}: {e.strerror}") from None
-            return
-        if mtime == self._mtime:
-            return
-        try:
-            with open(self.path) as f:
-                entries = parse_metadata(yaml.safe_load(f), self.path)
-        except (OSError, yaml.YAMLError, MetadataFileError) as e:
-            if strict:
-                raise MetadataFileError(str(e)) from None
-            log.warning("metadata file not reloaded, keeping the previous contents: %s", e)
-            self._mtime = mtime
-            return
-        with self._lock:
-            self._entries, self._mtime = entries, mtime
+            self._file = WatchedFile(path, "metadata", parse_metadata_file)
+        except ConfigError as e:
+            raise MetadataFileError(str(e)) from None
 
     def refresh(self) -> None:
         """Called once per sampler pass: pick up edits to the file."""
-        self.reload()
+        self._file.poll()
         self.inner.refresh()
 
     def resolve(self, ref: CgroupRef) -> Identity:
         base = self.inner.resolve(ref)
-        with self._lock:
-            entry = self._entries.get(ref.path)
+        entry = self._file.value.get(ref.path)
         return replace(base, **entry) if entry else base
 
     def staleness_seconds(self) -> float | None:
         return self.inner.staleness_seconds()
+
+    def status(self) -> ConfigFileStatus:
+        return self._file.status()

@@ -1,7 +1,7 @@
-"""Reading one kernel file, in a way that cannot hang or grow without bound.
+"""Reading one file, in a way that cannot hang or grow without bound.
 
-Every file a sampler pass reads (cgroup files, ``/proc``) and the checks at start go
-through :func:`read_text`.
+Every file a sampler pass reads (cgroup files, ``/proc``), the checks at start and
+the configuration files go through :func:`read_bytes`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,17 @@ _OPEN_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 
 
 def read_text(path: str, limit: int = MAX_FILE_BYTES) -> str | None:
+    """A whole small file as text (ASCII, anything else replaced), or None if it does
+    not exist. Raises :class:`CgroupParseError` for what :func:`read_bytes` refuses.
+
+    ``os.open``/``os.read`` skip the buffered-IO layers of ``open()``: the sampler
+    reads ~10 tiny files per container, so per-call overhead is the whole cost.
+    """
+    data = read_bytes(path, limit)
+    return None if data is None else data.decode("ascii", "replace")
+
+
+def read_bytes(path: str, limit: int = MAX_FILE_BYTES) -> bytes | None:
     """A whole small file, or None if it does not exist.
 
     Reads cannot hang and cannot grow without bound: the file is opened with
@@ -25,9 +36,6 @@ def read_text(path: str, limit: int = MAX_FILE_BYTES) -> str | None:
     for a writer), anything but a regular file is refused, and a file longer than
     ``limit`` bytes is refused; both raise :class:`CgroupParseError`. Kernel cgroup
     and proc files are regular files.
-
-    ``os.open``/``os.read`` skip the buffered-IO layers of ``open()``: the sampler
-    reads ~10 tiny files per container, so per-call overhead is the whole cost.
     """
     try:
         fd = os.open(path, _OPEN_FLAGS)
@@ -47,11 +55,11 @@ def read_text(path: str, limit: int = MAX_FILE_BYTES) -> str | None:
                 chunks.append(chunk)
                 size += len(chunk)
             if size > limit:
-                raise CgroupParseError(path, f"longer than {limit} bytes: not a kernel file")
+                raise CgroupParseError(path, f"longer than {limit} bytes")
             data = b"".join(chunks)
     finally:
         os.close(fd)
-    return data.decode("ascii", "replace")
+    return data
 
 
 def _file_type(mode: int) -> str:

@@ -262,6 +262,7 @@ def agent_config(args: argparse.Namespace, render: str = "pass") -> AgentConfig:
         collectors=frozenset(
             name for name in OPTIONAL_COLLECTORS if getattr(args, f"collector_{name}", False)
         ),
+        thresholds_file=args.config,
     )
 
 

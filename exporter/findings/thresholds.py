@@ -4,40 +4,34 @@ The defaults live in ``exporter/data/thresholds.yaml`` (commented, one knob per 
 a user file (``--config``) overrides any subset. The same :class:`Thresholds` object is
 read by the evaluator, the rule generator and the dashboard generator, so the three
 cannot drift apart.
+
+Reading and validation go through :mod:`exporter.config_file` (the one path for every
+configuration file): each key's type and bounds are in
+``exporter/data/thresholds.schema.json``; what involves several keys (histogram
+bounds, ``sustainMinutes`` within ``windowMinutes``, ...) is checked here. A new key
+needs its default in ``thresholds.yaml``, its bounds in the schema and its field in
+:class:`Thresholds` (a unit test checks the three agree).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from ..config_file import ConfigError, WatchedFile, load_yaml, read_config, validate
 from ..probe.histogram import RUNQ_BOUNDS_S as RUNQ_BOUNDS_S  # the single source of bounds
 
+SCHEMA = "thresholds"
 
-class ThresholdsError(ValueError):
+
+class ThresholdsError(ConfigError):
     """A thresholds file is unreadable, has unknown keys, or a value out of range."""
 
 
-_RATIOS = (
-    "throttled_ratio",
-    "throttled_ratio_max",
-    "stall_some",
-    "blame_share",
-    "critical_cpu_full",
-    "cpu_steal_ratio",
-    "mem_stall_some",
-    "node_mem_stall_some",
-    "mem_culprit_share",
-    "critical_mem_full",
-    "unknown_blame_ratio",
-)
 # How long a self-monitoring condition must hold before its alert fires (``for:``).
 _DURATIONS = (
     "exporter_down_for",
@@ -47,8 +41,6 @@ _DURATIONS = (
     "probe_map_failures_for",
     "unknown_blame_for",
 )
-_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-_ALERT_NAME = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 # One label matcher of a series selector: name, operator, double-quoted value.
 _MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*')
 _DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
@@ -194,158 +186,91 @@ def defaults_text() -> str:
     return (resources.files("exporter") / "data" / "thresholds.yaml").read_text("utf-8")
 
 
-def _parse(text: str, source: str) -> dict[str, Any]:
+def _parse(data: bytes, source: str) -> dict[str, Any]:
+    """One thresholds file: YAML, each key against the schema (no defaults merged)."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ThresholdsError(f"{source}: not valid YAML: {e}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ThresholdsError(f"{source}: expected a mapping of knob: value")
-    unknown = sorted(str(k) for k in data if k not in _KEYS)
-    if unknown:
-        raise ThresholdsError(
-            f"{source}: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(_KEYS))}"
-        )
-    return data
+        doc = load_yaml(data, source)
+        if doc is None:
+            return {}
+        validate(doc, SCHEMA, source)
+    except ThresholdsError:
+        raise
+    except ConfigError as e:
+        raise ThresholdsError(str(e)) from None
+    out: dict[str, Any] = doc
+    return out
 
 
-def _coerce(key: str, field: str, value: Any, source: str) -> Any:
-    def bad(why: str) -> ThresholdsError:
-        return ThresholdsError(f"{source}: {key}: {why} (got {value!r})")
-
-    if field in _NOT_NUMBERS:
-        return _NOT_NUMBERS[field](value, bad)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise bad("must be a number")
+def _value(field: str, value: Any) -> Any:
+    """A schema-checked value as the dataclass holds it."""
+    if field in ("node_labels", "disabled_alerts"):
+        names = () if value is None else (value,) if isinstance(value, str) else tuple(value)
+        return names if field == "node_labels" else tuple(sorted(set(names)))
+    if field in ("runbook_url", "cluster_label"):
+        return "" if value is None else str(value).rstrip("#")
+    if field == "selector":  # checked in from_mapping
+        return ", ".join(selector_matchers(value))
+    if field == "alert_labels":
+        return tuple(sorted((k, str(v)) for k, v in (value or {}).items()))
+    if field in _DURATIONS:
+        return str(value)
     if field in _WHOLE:
-        if value != int(value):
-            raise bad("must be a whole number")
-        if int(value) < (0 if field == "min_runq_events" else 1):
-            raise bad("too small")
         return int(value)
-    value = float(value)
-    if not math.isfinite(value):
-        raise bad("must be finite")
-    if field in _RATIOS and not 0.0 < value <= 1.0:
-        raise bad("must be a fraction in (0, 1], e.g. 0.25 for 25%")
-    if value <= 0:
-        raise bad("must be > 0")
-    return value
+    return float(value)
 
 
 _WHOLE = ("window_minutes", "sustain_minutes", "min_runq_events")
 
 
-def _label_names(value: Any, bad: Callable[[str], ThresholdsError]) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not value:
-        raise bad("must be a non-empty list of label names")
-    for v in value:
-        if not isinstance(v, str) or not _LABEL.match(v):
-            raise bad(f"{v!r} is not a valid Prometheus label name")
-    return tuple(value)
-
-
-def _selector(value: Any, bad: Callable[[str], ThresholdsError]) -> str:
-    if not isinstance(value, str):
-        raise bad('must be a string of matchers, e.g. job="contention-exporter"')
-    try:
-        return ", ".join(selector_matchers(value))
-    except ValueError as e:
-        raise bad(str(e)) from None
-
-
-def _cluster_label(value: Any, bad: Callable[[str], ThresholdsError]) -> str:
-    if value is None or value == "":
-        return ""
-    if not isinstance(value, str) or not _LABEL.match(value):
-        raise bad("must be a Prometheus label name (or empty: a single cluster)")
-    return value
-
-
-def _alert_labels(value: Any, bad: Callable[[str], ThresholdsError]) -> tuple[tuple[str, str], ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, dict):
-        raise bad("must be a mapping of label: value")
-    out = []
-    for k, v in value.items():
-        if not isinstance(k, str) or not _LABEL.match(k) or k.startswith("__"):
-            raise bad(f"{k!r} is not a valid Prometheus label name")
-        if k in RESERVED_ALERT_LABELS:
-            raise bad(f"{k!r} is set by the rule pack itself")
-        if not isinstance(v, str | int | float) or isinstance(v, bool) or str(v) == "":
-            raise bad(f"the value of {k!r} must be a non-empty string")
-        out.append((k, str(v)))
-    return tuple(sorted(out))
-
-
-def _alert_names(value: Any, bad: Callable[[str], ThresholdsError]) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list):
-        raise bad("must be a list of alert names")
-    for v in value:
-        if not isinstance(v, str) or not _ALERT_NAME.match(v):
-            raise bad(f"{v!r} is not an alert name like ContentionCPUThrottled")
-    return tuple(sorted(set(value)))
-
-
-def _runbook_url(value: Any, bad: Callable[[str], ThresholdsError]) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise bad("must be a URL or empty")
-    if value and not re.match(r"^https?://\S+$", value):
-        raise bad("must be an http(s) URL, or empty for none")
-    return value.rstrip("#")
-
-
-def _duration(value: Any, bad: Callable[[str], ThresholdsError]) -> str:
-    try:
-        duration_ms(value)
-    except ValueError as e:
-        raise bad(str(e)) from None
-    return str(value)
-
-
-# The knobs that are not numbers, each with its own check.
-_NOT_NUMBERS: dict[str, Callable[[Any, Callable[[str], ThresholdsError]], Any]] = {
-    "node_labels": _label_names,
-    "selector": _selector,
-    "cluster_label": _cluster_label,
-    "alert_labels": _alert_labels,
-    "disabled_alerts": _alert_names,
-    "runbook_url": _runbook_url,
-    **dict.fromkeys(_DURATIONS, _duration),
-}
-
-
 def load_thresholds(path: str | Path | None = None) -> Thresholds:
     """The packaged defaults, overridden by the YAML file at ``path`` (if any)."""
-    merged = _parse(defaults_text(), "packaged thresholds.yaml")
+    if path is None:
+        return _defaults()
+    try:
+        data = read_config(str(path))
+    except ConfigError as e:
+        raise ThresholdsError(f"cannot read thresholds file {e}") from None
+    return parse_thresholds(data, str(path))
+
+
+def parse_thresholds(data: bytes, source: str) -> Thresholds:
+    """The packaged defaults overridden by the thresholds file ``source`` (its bytes)."""
+    merged = _packaged()
+    merged.update(_parse(data, source))
+    return from_mapping(merged, source)
+
+
+def watch_thresholds(path: str) -> WatchedFile[Thresholds]:
+    """The thresholds file at ``path``, re-read when it changes (raises at start)."""
+    try:
+        return WatchedFile(path, "thresholds", parse_thresholds)
+    except ThresholdsError:
+        raise
+    except ConfigError as e:
+        raise ThresholdsError(str(e)) from None
+
+
+def _packaged() -> dict[str, Any]:
+    merged = _parse(defaults_text().encode(), "packaged thresholds.yaml")
     missing = sorted(set(_KEYS) - set(merged))
     if missing:  # pragma: no cover - a packaging bug
         raise ThresholdsError(f"packaged thresholds.yaml lacks {', '.join(missing)}")
-    if path is not None:
-        try:
-            text = Path(path).read_text("utf-8")
-        except OSError as e:
-            raise ThresholdsError(f"cannot read thresholds file {path}: {e.strerror}") from None
-        merged.update(_parse(text, str(path)))
-    return from_mapping(merged, str(path or "packaged thresholds.yaml"))
+    return merged
+
+
+def _defaults() -> Thresholds:
+    return from_mapping(_packaged(), "packaged thresholds.yaml")
 
 
 def from_mapping(data: dict[str, Any], source: str = "thresholds") -> Thresholds:
     """Build and validate from a complete camelCase mapping."""
-    _parse(yaml.safe_dump(data), source)  # unknown-key check
-    values = {_KEYS[k]: _coerce(k, _KEYS[k], v, source) for k, v in data.items()}
-    missing = sorted(set(_KEYS.values()) - set(values))
+    try:
+        validate(data, SCHEMA, source)
+    except ConfigError as e:
+        raise ThresholdsError(str(e)) from None
+    _check_beyond_schema(data, source)
+    values = {_KEYS[k]: _value(_KEYS[k], v) for k, v in data.items()}
+    missing = sorted(k for k, f in _KEYS.items() if f not in values)
     if missing:
         raise ThresholdsError(f"{source}: missing {', '.join(missing)}")
     th = Thresholds(**values)
@@ -364,6 +289,22 @@ def from_mapping(data: dict[str, Any], source: str = "thresholds") -> Thresholds
     if th.critical_runq_p99_ms < th.runq_p99_ms:
         raise ThresholdsError(f"{source}: criticalRunqP99Ms must be >= runqP99Ms")
     return th
+
+
+def _check_beyond_schema(data: dict[str, Any], source: str) -> None:
+    """What one key's JSON Schema cannot say: the selector's grammar, the labels the
+    rule pack keeps for itself."""
+    if "selector" in data:
+        try:
+            selector_matchers(data["selector"])
+        except ValueError as e:
+            raise ThresholdsError(f"{source}: selector: {e}") from None
+    for k in sorted(data.get("alertLabels") or {}):
+        if k in RESERVED_ALERT_LABELS:
+            raise ThresholdsError(
+                f"{source}: alertLabels: {k!r} is set by the rule pack itself; "
+                f"these cannot be replaced: {', '.join(sorted(RESERVED_ALERT_LABELS))}"
+            )
 
 
 DEFAULT_KEYS = tuple(sorted(_KEYS))

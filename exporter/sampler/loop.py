@@ -119,6 +119,12 @@ class Sampler:
             others = {**self._departed.names(), **self._others}
             return self.folds.window(self.cpu_cores, self.memory_bytes, others, loaded)
 
+    def set_window_minutes(self, minutes: int) -> None:
+        """Keep this many complete minutes from now on (the thresholds changed)."""
+        with self._lock:
+            self.window_minutes = minutes
+            self.folds.set_minutes(minutes)
+
     def blame_in_progress(self) -> dict[int, dict[CulpritKey, float]]:
         """Each tracked cgroup's blame in the minute that is not complete yet."""
         with self._lock:

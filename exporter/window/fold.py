@@ -84,6 +84,13 @@ class WindowFolds:
         self._node_base: dict[str, _NodeBase] = {}
         self._node_prev_at: float | None = None
 
+    def set_minutes(self, minutes: int) -> None:
+        """Keep ``minutes`` complete minutes (the newest, when there are more)."""
+        self.minutes = minutes
+        for cw in self._windows.values():
+            cw.folds = deque(cw.folds, maxlen=minutes)
+        self._node_folds = deque(self._node_folds, maxlen=minutes)
+
     # -- per cgroup -----------------------------------------------------------------
 
     def fold(

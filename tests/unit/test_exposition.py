@@ -38,6 +38,7 @@ _VOLATILE = [
     (re.compile(r'id="\d+"'), 'id="<inode>"'),
     (re.compile(r'python_version="[^"]*"'), 'python_version="<python>"'),
     (re.compile(r'revision="[^"]*"'), 'revision="<revision>"'),
+    (re.compile(r'file="' + re.escape(str(FIXTURES)) + "/"), 'file="<fixtures>/'),
     (
         re.compile(r"^(contention_(?:sampler_pass|collector)_duration_seconds\S*) \S+$", re.M),
         r"\1 <duration>",

@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # Lowest first. A module belongs to the layer of its longest matching prefix.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("exporter",),  # the package itself: __version__ only
-    ("exporter.quantity", "exporter.cgroupfs"),  # readers: the only per-pass file I/O
+    # readers: the only per-pass file I/O; the configuration files, read and validated
+    ("exporter.quantity", "exporter.cgroupfs", "exporter.config_file"),
     ("exporter.identity", "exporter.metadata_file", "exporter.kube"),  # identity sources
     ("exporter.window",),  # the window and its fold arithmetic
     ("exporter.probe",),  # scheduler probe: loader, maps, blame, probe folding

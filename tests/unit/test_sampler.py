@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -330,16 +331,16 @@ def test_metadata_file_gives_requests_and_opt_out(tree: Tree, tmp_path: Path) ->
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("cgroups: [1]", "must map"),
-        ("cgroups:\n  nope: {}", "must start with '/'"),
-        ("cgroups:\n  /a: {cpu_requests: 1}", "unknown key"),
-        ("cgroups:\n  /a: {cpu_request: lots}", "not a Kubernetes quantity"),
+        ("cgroups: [1]", "cgroups: must be a mapping of cgroup paths to settings"),
+        ("cgroups:\n  nope: {}", "must be a cgroup path starting with '/' (got 'nope')"),
+        ("cgroups:\n  /a: {cpu_requests: 1}", "cgroups./a: unknown key(s) cpu_requests"),
+        ("cgroups:\n  /a: {cpu_request: lots}", "cgroups./a.cpu_request: must be CPU cores"),
     ],
 )
 def test_metadata_file_errors_are_clear(tmp_path: Path, text: str, message: str) -> None:
     meta = tmp_path / "meta.yaml"
     meta.write_text(text)
-    with pytest.raises(MetadataFileError, match=message):
+    with pytest.raises(MetadataFileError, match=re.escape(message)):
         FileIdentityResolver(str(meta))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -54,18 +55,29 @@ def test_empty_file_means_defaults(tmp_path: Path) -> None:
         ("stallsome: 0.2\n", "unknown key(s) stallsome"),
         ("stallSome: 20\n", "fraction in (0, 1]"),
         ("stallSome: 0\n", "fraction in (0, 1]"),
-        ("stallSome: high\n", "must be a number"),
-        ("stallSome: true\n", "must be a number"),
+        ("stallSome: high\n", "stallSome: must be a fraction in (0, 1]"),
+        ("stallSome: true\n", "must be a fraction in (0, 1], e.g. 0.25 for 25% (got True)"),
+        ("stallSome: '0.3'\n", "(got '0.3')"),  # a quoted number is a string
         ("windowMinutes: 2.5\n", "whole number"),
-        ("windowMinutes: 0\n", "too small"),
+        ("windowMinutes: 0\n", "windowMinutes: must be >= 1 (got 0)"),
+        # bounded: a window of a billion minutes used to allocate gigabytes per pass
+        ("windowMinutes: 1000000000\n", "windowMinutes: must be <= 60 (got 1000000000)"),
+        ("windowMinutes: " + "9" * 5000 + "\n", "integer with more than 30 digits"),
+        ("stallSome: .nan\n", ".nan is not a finite number"),
+        ("stallSome: 1.0e+400\n", "not a finite number"),
+        ("minRunqEvents: 1e9\n", "(got '1e9')"),  # YAML 1.1: not a number
+        ("stallSome: 0.2\nstallSome: 0.3\n", "line 2: duplicate key 'stallSome'"),
+        ("? [a]\n: 1\n", "keys must be strings"),
+        ("a: &x [1]\nb: *x\n", "line 2: YAML aliases (*x) are not allowed"),
+        ("stallSome: " + "[" * 20000 + "\n", "nested deeper than 32"),
         ("sustainMinutes: 6\n", "must not exceed windowMinutes"),
         ("runqP99Ms: 30\n", "not a run-queue histogram bound"),
         ("criticalRunqP99Ms: 5\n", "criticalRunqP99Ms must be >= runqP99Ms"),
         ("throttledRatioMax: 0.5\n", "throttledRatioMax"),
         ("nodeLabels: []\n", "non-empty list"),
-        ("nodeLabels: [bad-label]\n", "not a valid Prometheus label name"),
+        ("nodeLabels: [bad-label]\n", "nodeLabels.0: must be a valid Prometheus label name"),
         ("refaultPerMin: -1\n", "must be > 0"),
-        ("- a\n- b\n", "expected a mapping"),
+        ("- a\n- b\n", "must be a mapping (got ['a', 'b'])"),
         ("stallSome: [\n", "not valid YAML"),
     ],
 )
@@ -76,6 +88,41 @@ def test_bad_overrides_are_clear_errors(tmp_path: Path, text: str, needle: str) 
         load_thresholds(p)
     assert needle in str(e.value)
     assert str(p) in str(e.value)
+
+
+def test_yaml_bomb_fails_fast_with_a_short_message(tmp_path: Path) -> None:
+    """A "billion laughs" document under a known key: refused at its first alias,
+    before anything is expanded (it used to build a 28 MB message or run out of
+    memory)."""
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    p = tmp_path / "t.yaml"
+    p.write_text("stallSome:\n" + "\n".join("  " + x for x in lines) + "\n")
+    with pytest.raises(ThresholdsError) as e:
+        load_thresholds(p)
+    assert str(e.value) == f"{p}: line 3: YAML aliases (*a0) are not allowed"
+
+
+def test_non_utf8_and_oversized_files(tmp_path: Path) -> None:
+    p = tmp_path / "t.yaml"
+    p.write_bytes(b"stallSome: 0.3 # caf\xe9\n")
+    with pytest.raises(ThresholdsError, match=r"not UTF-8 text \(byte 0xe9 at offset 20\)"):
+        load_thresholds(p)
+    p.write_bytes(b"#" * (4 << 20) + b"\n")
+    with pytest.raises(ThresholdsError, match="longer than 4194304 bytes"):
+        load_thresholds(p)
+    p.unlink()
+    os.mkfifo(p)  # opened non-blocking: refused at once, never waits for a writer
+    with pytest.raises(ThresholdsError, match=r"not a regular file \(a FIFO\)"):
+        load_thresholds(p)
+
+
+def test_schema_defaults_and_dataclass_agree() -> None:
+    """A new key needs all three: its default, its bounds, its field."""
+    from exporter.config_file import schema
+
+    in_schema = set(schema("thresholds")["properties"])
+    assert in_schema == set(DEFAULT_KEYS), "exporter/data/thresholds.schema.json"
 
 
 def test_missing_file(tmp_path: Path) -> None:
