@@ -2,8 +2,9 @@
 # Run every benchmark in bench/ that exists, one after the other, with the project's
 # venv: sampler_bench.py (the sampler and the scrape path), cardinality.py (series and
 # bytes per container), probe_bench.py (the scheduler probe), exporter_overhead.py (the
-# real exporter's CPU and RSS, probe on vs off) and http_load.py (the HTTP front under
-# many, idle and slow clients).
+# real exporter's CPU and RSS, probe on vs off), http_load.py (the HTTP front under
+# many, idle and slow clients) and kube_bench.py (the Kubernetes resolver's per-event
+# costs).
 #
 #   bench/run.sh            tables on stdout
 #   bench/run.sh --json     JSON, one document per benchmark
@@ -24,7 +25,7 @@ fi
 
 status=0
 ran=0
-for name in sampler_bench.py cardinality.py probe_bench.py exporter_overhead.py http_load.py; do
+for name in sampler_bench.py cardinality.py probe_bench.py exporter_overhead.py http_load.py kube_bench.py; do
   script="$HERE/$name"
   [ -f "$script" ] || continue
   ran=$((ran + 1))

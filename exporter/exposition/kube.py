@@ -49,6 +49,13 @@ def metric_families(
         "with backoff.",
         value=float(st.errors_total),
     )
+    malformed = CounterMetricFamily(
+        "contention_kube_malformed_pods",
+        "Pod objects (or watch lines) from the API that could not be read: each costs "
+        "only that pod, which is named by its cgroup path until a good version arrives "
+        "(logged once per pod).",
+        value=float(st.malformed_total),
+    )
     events = CounterMetricFamily(
         "contention_kube_watch_events",
         "Pod watch events received, by type.",
@@ -56,4 +63,4 @@ def metric_families(
     )
     for t in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"):
         events.add_metric([t], float(st.events_total.get(t, 0)))
-    return [state, synced, pods, lists, expired, errors, events]
+    return [state, synced, pods, lists, expired, errors, malformed, events]

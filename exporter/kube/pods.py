@@ -38,6 +38,44 @@ CONFIG_HASH_ANNOTATION = "kubernetes.io/config.hash"
 QOS_CLASSES = {"guaranteed", "burstable", "besteffort"}
 
 
+class PodParseError(ValueError):
+    """A pod object whose structure is not the API's (a field of the wrong type).
+    ``pod`` names it as well as it can be named (``namespace/name``, else its UID)."""
+
+    def __init__(self, pod: str, reason: str) -> None:
+        super().__init__(f"pod {pod}: {reason}")
+        self.pod = pod
+        self.reason = reason
+
+
+class _Shape(Exception):
+    """A field of the wrong type, raised deep down and named by parse_pod."""
+
+
+def _obj(value: Any, what: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _Shape(f"{what} is {type(value).__name__}, not an object")
+    return value
+
+
+def _items(value: Any, what: str) -> list[Mapping[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _Shape(f"{what} is {type(value).__name__}, not a list")
+    return [_obj(v, f"{what}[{i}]") for i, v in enumerate(value)]
+
+
+def _str(value: Any, what: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _Shape(f"{what} is {type(value).__name__}, not a string")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class ContainerMeta:
     name: str
@@ -108,7 +146,7 @@ def _container_meta(spec: Mapping[str, Any], kind: str, applied: Any) -> Contain
     res = applied if isinstance(applied, Mapping) and applied else spec.get("resources")
     req, lim = _quantities(res, "requests"), _quantities(res, "limits")
     return ContainerMeta(
-        name=str(spec.get("name", "")),
+        name=_str(spec.get("name"), f"{kind} name"),
         kind=kind,
         cpu_request_cores=_cpu(req),
         cpu_limit_cores=_cpu(lim),
@@ -135,7 +173,7 @@ def derive_qos(spec: Mapping[str, Any]) -> str:
         c
         for key in ("containers", "initContainers")
         for c in (spec.get(key) or [])
-        if isinstance(c, Mapping)
+        if isinstance(c, Mapping)  # parse_pod has refused anything else
     ]
     any_set = False
     guaranteed = bool(containers)
@@ -159,16 +197,15 @@ def _statuses(status: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]
     ids: dict[str, str] = {}
     running_named: set[str] = set()
     for key in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"):
-        for cs in status.get(key) or []:
-            if not isinstance(cs, Mapping):
-                continue
-            name = str(cs.get("name", ""))
-            last = ((cs.get("lastState") or {}).get("terminated") or {}).get("containerID")
+        for cs in _items(status.get(key), f"status.{key}"):
+            name = _str(cs.get("name"), f"status.{key}[].name")
+            terminated = _obj(_obj(cs.get("lastState"), "lastState").get("terminated"), "lastState")
+            last = _str(terminated.get("containerID"), "lastState.terminated.containerID")
             if last:
-                ids[strip_container_id(str(last))] = name
-            cur = cs.get("containerID")
+                ids[strip_container_id(last)] = name
+            cur = _str(cs.get("containerID"), f"status.{key}[].containerID")
             if cur:
-                ids[strip_container_id(str(cur))] = name
+                ids[strip_container_id(cur)] = name
                 if key == "containerStatuses":
                     running_named.add(name)
             if cs.get("resources"):
@@ -176,12 +213,27 @@ def _statuses(status: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]
     return applied, ids, running_named
 
 
-def parse_pod(obj: Mapping[str, Any]) -> PodMeta:
-    """Reduce one pod object (as JSON) to :class:`PodMeta`. Tolerates missing fields."""
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    annotations = meta.get("annotations") or {}
+def parse_pod(obj: Any) -> PodMeta:
+    """Reduce one pod object (as JSON) to :class:`PodMeta`. Tolerates missing fields
+    and quantities it cannot read (unknown, not fatal); raises :class:`PodParseError`
+    for a structure that is not the API's (a field of the wrong type)."""
+    if not isinstance(obj, Mapping):
+        raise PodParseError("?", f"not an object but {type(obj).__name__}")
+    meta = obj.get("metadata")
+    m = meta if isinstance(meta, Mapping) else {}
+    ns, name, uid = m.get("namespace"), m.get("name"), m.get("uid")
+    who = f"{ns}/{name}" if isinstance(ns, str) and isinstance(name, str) else str(uid)[:64]
+    try:
+        return _parse_pod(obj)
+    except _Shape as e:
+        raise PodParseError(who, str(e)) from None
+
+
+def _parse_pod(obj: Mapping[str, Any]) -> PodMeta:
+    meta = _obj(obj.get("metadata"), "metadata")
+    spec = _obj(obj.get("spec"), "spec")
+    status = _obj(obj.get("status"), "status")
+    annotations = _obj(meta.get("annotations"), "metadata.annotations")
 
     applied, ids, running_named = _statuses(status)
     containers: dict[str, ContainerMeta] = {}
@@ -191,32 +243,32 @@ def parse_pod(obj: Mapping[str, Any]) -> PodMeta:
         ("containers", "container"),
         ("ephemeralContainers", "ephemeral"),
     ):
-        for c in spec.get(key) or []:
-            if not isinstance(c, Mapping):
-                continue
-            cm = _container_meta(c, kind, applied.get(str(c.get("name", ""))))
+        for c in _items(spec.get(key), f"spec.{key}"):
+            cm = _container_meta(c, kind, applied.get(_str(c.get("name"), f"spec.{key}[].name")))
             containers[cm.name] = cm
             if kind == "container":
                 regular.append(cm.name)
 
-    qos = str(status.get("qosClass") or "").lower()
+    qos = _str(status.get("qosClass"), "status.qosClass").lower()
     if qos not in QOS_CLASSES:
         qos = derive_qos(spec)
-    opt = str(annotations.get(OPT_OUT_ANNOTATION, "")).strip().lower()
-    config_hash = str(annotations.get(MIRROR_ANNOTATION) or "")
+    opt = _str(annotations.get(OPT_OUT_ANNOTATION), OPT_OUT_ANNOTATION).strip().lower()
+    config_hash = _str(annotations.get(MIRROR_ANNOTATION), MIRROR_ANNOTATION)
+    uid = _str(meta.get("uid"), "metadata.uid")
     if not config_hash and annotations.get(CONFIG_HASH_ANNOTATION):
         # Some kubelets only set config.hash on the mirror pod; a pod created through
         # the API also carries neither, so a hash different from the UID means static.
-        h = str(annotations[CONFIG_HASH_ANNOTATION])
-        config_hash = h if h != meta.get("uid") else ""
+        h = _str(annotations[CONFIG_HASH_ANNOTATION], CONFIG_HASH_ANNOTATION)
+        config_hash = h if h != uid else ""
+    rv = meta.get("resourceVersion")
     return PodMeta(
-        uid=str(meta.get("uid", "")),
-        namespace=str(meta.get("namespace", "")),
-        name=str(meta.get("name", "")),
-        node=str(spec.get("nodeName") or ""),
+        uid=uid,
+        namespace=_str(meta.get("namespace"), "metadata.namespace"),
+        name=_str(meta.get("name"), "metadata.name"),
+        node=_str(spec.get("nodeName"), "spec.nodeName"),
         qos=qos,
         opted_out=opt in OPT_OUT_VALUES,
-        resource_version=str(meta.get("resourceVersion") or ""),
+        resource_version=rv if isinstance(rv, str) else str(rv or ""),
         config_hash=config_hash,
         containers=containers,
         container_ids=ids,

@@ -15,8 +15,10 @@ One daemon thread keeps an in-memory index of the pods scheduled on this node
    off exponentially with jitter, then try the watch again (or the list if there never
    was one). Nothing is restarted and nothing is raised to the sampler.
 
-The sampler thread only reads: every change builds a fresh immutable index and swaps
-one reference, so :meth:`KubeIdentityResolver.resolve` takes no lock.
+The index (:class:`PodIndex`) is updated per event, in time proportional to the pod
+that changed (not to the node's pods), under a lock that lookups take only for a few
+dictionary reads. A pod object that cannot be read costs that pod only: it is
+skipped, counted (``contention_kube_malformed_pods_total``) and logged once.
 
 A pod that leaves the API is kept as a *tombstone* for ``deleted_grace_seconds`` so a
 cgroup that outlives its pod keeps its name (and its series) until it goes; a cgroup
@@ -35,19 +37,23 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from ..cgroupfs.discovery import CgroupRef
 from ..identity import Identity, identity_from_ref
-from .pods import PodMeta, merge_container_ids, parse_pod
+from .pods import PodMeta, PodParseError, merge_container_ids, parse_pod
 
 log = logging.getLogger("exporter.kube")
 
 SANDBOX_CONTAINER = "POD"  # the name cAdvisor/kubelet conventions give the pod sandbox
 EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR", "OTHER")
+# One watch event is one object; etcd stores objects up to 1.5 MiB. A longer line is
+# not a pod: dropped (and counted) rather than buffered without bound.
+MAX_EVENT_BYTES = 16 << 20
 
 
 class WatchState(StrEnum):
@@ -73,6 +79,7 @@ class KubeStatus:
     errors_total: int
     events_total: Mapping[str, int] = field(default_factory=dict)
     last_error: str = ""
+    malformed_total: int = 0  # pod objects (or watch lines) that could not be read
 
 
 class _Gone(Exception):
@@ -83,16 +90,142 @@ class _ApiError(Exception):
     """An ``ERROR`` event in a watch stream other than 410."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Index:
-    by_uid: Mapping[str, PodMeta]  # API UID and, for static pods, the config hash
-    by_cid: Mapping[str, tuple[PodMeta, str]]  # runtime container ID -> (pod, name)
-    # Pods that left the API recently, by UID/hash and by container ID, with a deadline.
-    tomb_uid: Mapping[str, tuple[float, PodMeta]]
-    tomb_cid: Mapping[str, tuple[float, PodMeta, str]]
+class PodIndex:
+    """This node's pods, by UID (and a static pod's config hash) and by runtime
+    container ID, and the pods deleted within the grace period (tombstones), so a
+    cgroup that outlives its pod keeps its name.
 
+    Every update costs the size of the pod it touches, not the node's pod count; a
+    full list replaces the contents in one call. Thread-safe: one writer (the watch
+    thread) and any number of readers.
+    """
 
-_EMPTY = _Index({}, {}, {}, {})
+    def __init__(self, grace_s: float) -> None:
+        self._grace = grace_s
+        self._lock = threading.Lock()
+        self._pods: dict[str, PodMeta] = {}  # uid -> pod
+        self._by_key: dict[str, PodMeta] = {}  # uid and config hash -> pod
+        self._by_cid: dict[str, tuple[PodMeta, str]] = {}  # container ID -> (pod, name)
+        self._tombs: dict[str, tuple[float, PodMeta]] = {}  # uid -> (deadline, pod)
+        self._tomb_key: dict[str, tuple[float, PodMeta]] = {}
+        self._tomb_cid: dict[str, tuple[float, PodMeta, str]] = {}
+        self._expiry: deque[tuple[float, str]] = deque()  # (deadline, uid), oldest first
+
+    # -- reading ---------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def get(self, uid: str) -> PodMeta | None:
+        return self._pods.get(uid)
+
+    def pods(self) -> list[PodMeta]:
+        with self._lock:
+            return list(self._pods.values())
+
+    def by_container(self, cid: str, now: float) -> tuple[PodMeta, str] | None:
+        """The pod and container name of a runtime container ID (a 12-character
+        prefix matches a full ID), live or deleted within the grace period."""
+        with self._lock:
+            hit = self._by_cid.get(cid) or _prefix_hit(self._by_cid, cid)
+            if hit is not None:
+                return hit
+            tomb = self._tomb_cid.get(cid)
+            return (tomb[1], tomb[2]) if tomb is not None and tomb[0] > now else None
+
+    def by_uid(self, key: str, now: float) -> PodMeta | None:
+        """The pod with this UID (or static pod config hash), live or recently deleted."""
+        with self._lock:
+            pod = self._by_key.get(key)
+            if pod is not None:
+                return pod
+            tomb = self._tomb_key.get(key)
+            return tomb[1] if tomb is not None and tomb[0] > now else None
+
+    # -- writing ---------------------------------------------------------------------
+
+    def put(self, pod: PodMeta) -> None:
+        """Add or update a pod (container IDs it had before are kept, bounded)."""
+        with self._lock:
+            old = self._pods.get(pod.uid)
+            if old is not None:
+                pod = merge_container_ids(old, pod)
+                self._unlink(old)
+            self._untomb(pod.uid)
+            self._link(pod)
+
+    def delete(self, uid: str, now: float) -> bool:
+        """The pod left the API: keep its names for the grace period."""
+        with self._lock:
+            pod = self._pods.get(uid)
+            if pod is None:
+                return False
+            self._unlink(pod)
+            self._tomb(pod, now + self._grace)
+            return True
+
+    def replace(self, pods: Iterable[PodMeta], now: float) -> None:
+        """A full list: these are the node's pods now; the others are deleted."""
+        fresh = {p.uid: p for p in pods}
+        for uid in [u for u in self._pods if u not in fresh]:
+            self.delete(uid, now)
+        for pod in fresh.values():
+            self.put(pod)
+
+    def expire(self, now: float) -> None:
+        """Forget tombstones whose grace period is over (oldest first: O(expired))."""
+        with self._lock:
+            while self._expiry and self._expiry[0][0] <= now:
+                deadline, uid = self._expiry.popleft()
+                tomb = self._tombs.get(uid)
+                if tomb is not None and tomb[0] == deadline:
+                    self._untomb(uid)
+
+    # -- under the lock ----------------------------------------------------------------
+
+    def _link(self, pod: PodMeta) -> None:
+        self._pods[pod.uid] = pod
+        self._by_key[pod.uid] = pod
+        if pod.config_hash:
+            self._by_key.setdefault(pod.config_hash, pod)
+        for cid, name in pod.container_ids.items():
+            self._by_cid[cid] = (pod, name)
+
+    def _unlink(self, pod: PodMeta) -> None:
+        self._pods.pop(pod.uid, None)
+        for key in (pod.uid, pod.config_hash):
+            hit = self._by_key.get(key) if key else None
+            if hit is not None and hit.uid == pod.uid:
+                del self._by_key[key]
+        for cid in pod.container_ids:
+            entry = self._by_cid.get(cid)
+            if entry is not None and entry[0].uid == pod.uid:
+                del self._by_cid[cid]
+
+    def _tomb(self, pod: PodMeta, deadline: float) -> None:
+        self._untomb(pod.uid)
+        self._tombs[pod.uid] = (deadline, pod)
+        self._tomb_key[pod.uid] = (deadline, pod)
+        if pod.config_hash:
+            self._tomb_key.setdefault(pod.config_hash, (deadline, pod))
+        for cid, name in pod.container_ids.items():
+            self._tomb_cid[cid] = (deadline, pod, name)
+        self._expiry.append((deadline, pod.uid))
+
+    def _untomb(self, uid: str) -> None:
+        tomb = self._tombs.pop(uid, None)
+        if tomb is None:
+            return
+        pod = tomb[1]
+        for key in (pod.uid, pod.config_hash):
+            hit = self._tomb_key.get(key) if key else None
+            if hit is not None and hit[1].uid == uid:
+                del self._tomb_key[key]
+        for cid in pod.container_ids:
+            entry = self._tomb_cid.get(cid)
+            if entry is not None and entry[1].uid == uid:
+                del self._tomb_cid[cid]
+
 
 ApiFactory = Callable[[], Any]  # returns a kubernetes.client.CoreV1Api
 
@@ -127,13 +260,12 @@ class KubeIdentityResolver:
         self._grace = float(deleted_grace_seconds)
         self._clock = clock
 
-        # Written by the watch thread only.
-        self._pods: dict[str, PodMeta] = {}
-        self._tombs: dict[str, tuple[float, PodMeta]] = {}  # uid -> (deadline, pod)
+        # Written by the watch thread only (the index is thread-safe).
+        self._index = PodIndex(self._grace)
         self._rv = ""
         self._listed_at = -1e9
-        # Read by any thread: one reference swapped per change.
-        self._index: _Index = _EMPTY
+        self._malformed = 0
+        self._warned_malformed: set[str] = set()  # pods logged as malformed (bounded)
 
         self._state = WatchState.STARTING
         self._healthy = False
@@ -154,7 +286,9 @@ class KubeIdentityResolver:
     # -- IdentityResolver -------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Nothing to do per pass: the watch thread keeps the index current."""
+        """Once per pass: forget deleted pods whose grace period is over (the watch
+        thread keeps the rest of the index current)."""
+        self._index.expire(self._clock())
 
     def resolve(self, ref: CgroupRef) -> Identity:
         k = ref.k8s
@@ -165,19 +299,11 @@ class KubeIdentityResolver:
         pod: PodMeta | None = None
         name = ""
         if k.container_id:
-            hit = idx.by_cid.get(k.container_id) or _prefix_hit(idx.by_cid, k.container_id)
+            hit = idx.by_container(k.container_id, now)
             if hit is not None:
                 pod, name = hit
-            else:
-                tomb = idx.tomb_cid.get(k.container_id)
-                if tomb is not None and tomb[0] > now:
-                    pod, name = tomb[1], tomb[2]
         if pod is None and k.pod_uid:
-            pod = idx.by_uid.get(k.pod_uid)
-            if pod is None:
-                t = idx.tomb_uid.get(k.pod_uid)
-                if t is not None and t[0] > now:
-                    pod = t[1]
+            pod = idx.by_uid(k.pod_uid, now)
             if pod is not None and k.container_id:
                 # A container cgroup of a known pod whose ID the API has not listed: the
                 # sandbox once every container has an ID, else one not reported yet.
@@ -228,18 +354,19 @@ class KubeIdentityResolver:
             synced=self.synced,
             healthy=self._healthy,
             staleness_seconds=self.staleness_seconds() or 0.0,
-            pods=len(self._pods),
+            pods=len(self._index),
             lists_total=self._lists,
             watches_total=self._watches,
             expired_total=self._expired,
             errors_total=self._errors,
             events_total=dict(self._events),
             last_error=self._last_error,
+            malformed_total=self._malformed,
         )
 
     def pods(self) -> list[PodMeta]:
-        """The pods currently known on this node (from the published index)."""
-        return list({p.uid: p for p in self._index.by_uid.values()}.values())
+        """The pods currently known on this node."""
+        return self._index.pods()
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -311,28 +438,23 @@ class KubeIdentityResolver:
             body = json.loads(resp.data)
         finally:
             _release(resp)
+        if not isinstance(body, Mapping):
+            raise _ApiError(f"pod list: expected a JSON object, got {type(body).__name__}")
         self._lists += 1
         self._listed_at = self._clock()
         items = body.get("items") or []
-        pods: dict[str, PodMeta] = {}
-        for obj in items:
-            pod = parse_pod(obj)
-            if not pod.uid or (pod.node and pod.node != self.node_name):
+        pods: list[PodMeta] = []
+        for obj in items if isinstance(items, list) else ():
+            pod = self._parse(obj)  # a malformed pod costs that pod, not the list
+            if pod is None or not pod.uid or (pod.node and pod.node != self.node_name):
                 continue
-            old = self._pods.get(pod.uid)
-            pods[pod.uid] = merge_container_ids(old, pod) if old else pod
-        now = self._clock()
-        for uid, gone in self._pods.items():
-            if uid not in pods:
-                self._tombs[uid] = (now + self._grace, gone)
-        for uid in pods:
-            self._tombs.pop(uid, None)
-        self._pods = pods
-        self._rv = str((body.get("metadata") or {}).get("resourceVersion") or "")
-        self._publish()
+            pods.append(pod)
+        self._index.replace(pods, self._clock())
+        meta = body.get("metadata")
+        self._rv = str((meta if isinstance(meta, Mapping) else {}).get("resourceVersion") or "")
         self._good()
         if not self._synced.is_set():
-            log.info("pod metadata synced: %d pods on node %s", len(pods), self.node_name)
+            log.info("pod metadata synced: %d pods on node %s", len(self._index), self.node_name)
         self._synced.set()
 
     def _watch(self, api: Any) -> None:
@@ -357,12 +479,13 @@ class KubeIdentityResolver:
         self._state = WatchState.WATCHING
         self._good()
         try:
-            for line in _lines(resp):
+            for line in _lines(resp, on_dropped=self._dropped_line):
                 if self._stop.is_set():
                     return
                 try:
                     event = json.loads(line)
                 except ValueError:
+                    self._malformed += 1
                     log.debug("pod watch: skipping a line that is not JSON: %.200s", line)
                     continue
                 if isinstance(event, dict):
@@ -389,46 +512,38 @@ class KubeIdentityResolver:
             if code == 410:
                 raise _Gone()
             raise _ApiError(f"watch error {code}: {obj.get('reason')}: {obj.get('message')}")
-        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        meta = obj.get("metadata")
+        rv = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
         if rv:
             self._rv = str(rv)
         if etype == "BOOKMARK":
             return
-        pod = parse_pod(obj)
-        if not pod.uid:
+        pod = self._parse(obj)
+        if pod is None or not pod.uid:
             return
-        if etype == "DELETED" or (pod.node and pod.node != self.node_name):
-            gone = self._pods.pop(pod.uid, None)
-            if gone is not None:
-                self._tombs[pod.uid] = (self._clock() + self._grace, gone)
-                self._publish()
-            return
-        if etype in ("ADDED", "MODIFIED"):
-            old = self._pods.get(pod.uid)
-            self._pods[pod.uid] = merge_container_ids(old, pod) if old else pod
-            self._tombs.pop(pod.uid, None)
-            self._publish()
-
-    def _publish(self) -> None:
         now = self._clock()
-        self._tombs = {u: t for u, t in self._tombs.items() if t[0] > now}
-        by_uid: dict[str, PodMeta] = {}
-        by_cid: dict[str, tuple[PodMeta, str]] = {}
-        for pod in self._pods.values():
-            by_uid[pod.uid] = pod
-            if pod.config_hash:
-                by_uid.setdefault(pod.config_hash, pod)
-            for cid, name in pod.container_ids.items():
-                by_cid[cid] = (pod, name)
-        tomb_uid: dict[str, tuple[float, PodMeta]] = {}
-        tomb_cid: dict[str, tuple[float, PodMeta, str]] = {}
-        for deadline, pod in self._tombs.values():
-            tomb_uid[pod.uid] = (deadline, pod)
-            if pod.config_hash:
-                tomb_uid.setdefault(pod.config_hash, (deadline, pod))
-            for cid, name in pod.container_ids.items():
-                tomb_cid[cid] = (deadline, pod, name)
-        self._index = _Index(by_uid, by_cid, tomb_uid, tomb_cid)
+        if etype == "DELETED" or (pod.node and pod.node != self.node_name):
+            self._index.delete(pod.uid, now)
+        elif etype in ("ADDED", "MODIFIED"):
+            self._index.put(pod)
+        self._index.expire(now)
+
+    def _parse(self, obj: Any) -> PodMeta | None:
+        """One pod object, or None (counted, logged once per pod) if it is malformed."""
+        try:
+            return parse_pod(obj)
+        except PodParseError as e:
+            self._malformed += 1
+            if e.pod not in self._warned_malformed:
+                if len(self._warned_malformed) >= 1000:
+                    self._warned_malformed.clear()
+                self._warned_malformed.add(e.pod)
+                log.warning("pod metadata: skipping a pod object that cannot be read: %s", e)
+            return None
+
+    def _dropped_line(self, size: int) -> None:
+        self._malformed += 1
+        log.warning("pod watch: dropped an event of %d bytes (over %d)", size, MAX_EVENT_BYTES)
 
     def _good(self) -> None:
         self._healthy = True
@@ -465,20 +580,47 @@ def _prefix_hit(by_cid: Mapping[str, tuple[PodMeta, str]], cid: str) -> tuple[Po
     return None
 
 
-def _lines(resp: Any) -> Iterator[str]:
+def _lines(resp: Any, on_dropped: Callable[[int], object] | None = None) -> Iterator[str]:
     """Split a streamed watch response into lines (one JSON event each)."""
-    buf = b""
-    for chunk in resp.stream(amt=None, decode_content=False):
-        buf += chunk if isinstance(chunk, bytes) else str(chunk).encode()
-        while True:
-            nl = buf.find(b"\n")
-            if nl < 0:
-                break
-            line, buf = buf[:nl], buf[nl + 1 :]
-            if line.strip():
-                yield line.decode("utf-8", errors="replace")
-    if buf.strip():
-        yield buf.decode("utf-8", errors="replace")
+    stream = resp.stream(amt=None, decode_content=False)
+    chunks = (c if isinstance(c, bytes) else str(c).encode() for c in stream)
+    yield from split_lines(chunks, MAX_EVENT_BYTES, on_dropped)
+
+
+def split_lines(
+    chunks: Iterable[bytes], max_line: int, on_dropped: Callable[[int], object] | None = None
+) -> Iterator[str]:
+    """Lines of a byte stream in time linear in its size, however it is cut into
+    chunks (each byte is copied at most twice). A line longer than ``max_line`` bytes
+    is dropped and ``on_dropped`` gets its size: it is counted, never buffered."""
+    pending: list[bytes] = []  # the current line's start, in pieces
+    size = 0  # the current line's length so far
+    for chunk in chunks:
+        start = 0
+        while (nl := chunk.find(b"\n", start)) >= 0:
+            piece = chunk[start:nl]
+            if size + len(piece) > max_line:
+                if on_dropped is not None:
+                    on_dropped(size + len(piece))
+            else:
+                line = b"".join(pending) + piece if pending else piece
+                if line.strip():
+                    yield line.decode("utf-8", errors="replace")
+            pending, size, start = [], 0, nl + 1
+        rest = chunk[start:]
+        if rest:
+            size += len(rest)
+            if size <= max_line:
+                pending.append(rest)
+            else:
+                pending = []  # too long: counted on, not kept
+    if size > max_line:
+        if on_dropped is not None:
+            on_dropped(size)
+    elif pending:
+        line = b"".join(pending)
+        if line.strip():
+            yield line.decode("utf-8", errors="replace")
 
 
 def _release(resp: Any) -> None:

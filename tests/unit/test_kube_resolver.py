@@ -720,3 +720,56 @@ def test_build_resolver_wires_flags_to_a_started_resolver(emu: Emulator, tmp_pat
         assert resolve(r, UID_WEB, cid(1)).name == "shop/web-7d9f/app"
     finally:
         r.stop()
+
+
+# --- malformed pods ----------------------------------------------------------------------
+
+MALFORMED: list[Any] = [
+    {"metadata": "not an object", "spec": {"nodeName": NODE}},
+    {"metadata": {"name": "m1", "namespace": "shop", "uid": 7}, "spec": {"nodeName": NODE}},
+    {
+        "metadata": {"name": "m2", "namespace": "shop", "uid": "u-m2", "annotations": ["x"]},
+        "spec": {"nodeName": NODE},
+    },
+    {
+        "metadata": {"name": "m3", "namespace": "shop", "uid": "u-m3"},
+        "spec": {"nodeName": NODE, "containers": "app"},
+    },
+    {
+        "metadata": {"name": "m4", "namespace": "shop", "uid": "u-m4"},
+        "spec": {"nodeName": NODE},
+        "status": {"containerStatuses": [{"name": "c", "lastState": "gone"}]},
+    },
+]
+
+
+def test_malformed_pods_cost_only_themselves(emu: Emulator, tmp_path: Path) -> None:
+    """A list with malformed pods still syncs and names every good pod (one bad pod
+    used to fail the whole list, so the resolver never synced); each bad one is
+    counted. The same holds for watch events."""
+    emu.create(json.loads(json.dumps(WEB)))
+    bad = [json.loads(json.dumps(m)) for m in MALFORMED]
+    for i, m in enumerate(bad):
+        if not isinstance(m["metadata"], dict):
+            m["metadata"] = {"name": f"m{i}", "namespace": "shop", "uid": {"x": 1}}
+    emu.replace_silently(bad, [])
+    r = make_resolver(_kubeconfig(tmp_path / "kc", emu.port))
+    r.start()
+    try:
+        assert r.wait_synced(10), r.status()
+        assert resolve(r, UID_WEB, cid(1)).name == "shop/web-7d9f/app"
+        assert r.status().malformed_total == len(bad)
+        assert {p.uid for p in r.pods()} == {UID_WEB}
+        wait_for(lambda: r.watch_state() is WatchState.WATCHING, what="watching")
+        # a malformed pod as a watch event, then a good one
+        late_bad = pod("late-bad", UID_QUIET)
+        late_bad["spec"]["containers"] = {"app": {}}  # an object where a list belongs
+        emu.create(late_bad)
+        emu.create(pod("late", UID_BATCH, containers=[("c", {}, cid(20))]))
+        wait_for(lambda: resolve(r, UID_BATCH, cid(20)).pod == "late", what="good event")
+        assert r.status().malformed_total == len(bad) + 1
+        fams = {f.name: f for f in metric_families(r)}
+        assert fams["contention_kube_malformed_pods"].samples[0].value == len(bad) + 1
+        assert r.status().lists_total == 1, "events must not cause relists"
+    finally:
+        r.stop()
