@@ -124,19 +124,25 @@ class HostIdentityResolver:
 
     def __init__(self) -> None:
         # Identities only depend on (id, path): build each once, not on every pass.
+        # Two generations, this pass's and the last's, so the cache holds what exists
+        # (a removed cgroup is gone after one pass), however many cgroups come and go.
         self._cache: dict[tuple[int, str], Identity] = {}
+        self._last: dict[tuple[int, str], Identity] = {}
 
     def refresh(self) -> None:
-        pass
+        self._last, self._cache = self._cache, {}
 
     def resolve(self, ref: CgroupRef) -> Identity:
         key = (ref.id, ref.path)
         ident = self._cache.get(key)
         if ident is None:
-            if len(self._cache) > 100_000:  # churn: start over rather than grow
-                self._cache.clear()
-            ident = self._cache[key] = identity_from_ref(ref)
+            ident = self._last.get(key) or identity_from_ref(ref)
+            self._cache[key] = ident
         return ident
+
+    def cached(self) -> int:
+        """Identities held (for tests: bounded by the cgroups of two passes)."""
+        return len(self._cache) + len(self._last)
 
     def staleness_seconds(self) -> float | None:
         return None

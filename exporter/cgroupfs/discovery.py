@@ -148,11 +148,14 @@ def classify(path: str) -> tuple[CgroupKind, K8sCgroup | None]:
     if path in ("", "/"):
         return CgroupKind.ROOT, None
     parts = [p for p in path.split("/") if p]
-    k8s = _classify_k8s(parts)
-    if k8s is not None:
-        return k8s
-    if any(p == "kubepods" or _KUBEPODS_SLICE.match(p) for p in parts):
-        return CgroupKind.SLICE, None  # kubepods and its QoS-level slices
+    # Every Kubernetes layout has "kubepods" in a component: one substring test
+    # spares other paths a regex per component (per level of a deep hand-made tree).
+    if "kubepods" in path:
+        k8s = _classify_k8s(parts)
+        if k8s is not None:
+            return k8s
+        if any(p == "kubepods" or _KUBEPODS_SLICE.match(p) for p in parts):
+            return CgroupKind.SLICE, None  # kubepods and its QoS-level slices
     if parts in (["docker"], ["libpod_parent"]):
         return CgroupKind.SLICE, None  # docker's / podman's parent with cgroupfs
     leaf = parts[-1]

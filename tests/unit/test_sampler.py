@@ -624,3 +624,28 @@ def test_departed_culprit_keeps_its_name_while_its_blame_counts(tree: Tree) -> N
     assert ids[job] in identities(s.window())
     s.run_once(now=600.0 + keep + 10)
     assert ids[job] not in identities(s.window())
+
+
+def test_state_is_bounded_by_what_exists_under_churn(tree: Tree) -> None:
+    """Cgroups come and go (40 alive at a time, 600 over the run): every cache of
+    the sampler and of the identity resolver holds what exists, not what existed."""
+    from exporter.identity import HostIdentityResolver
+
+    resolver = HostIdentityResolver()
+    s = tree.sampler(resolver=resolver)
+    alive: list[Path] = []
+    for n in range(600):
+        alive.append(tree.cgroup(f"/churn-{n}"))
+        if len(alive) > 40:
+            gone = alive.pop(0)
+            for f in gone.iterdir():
+                f.unlink()
+            gone.rmdir()
+        if n % 20 == 0:
+            s.run_once(now=600.0 + n)
+    s.run_once(now=4000.0)
+    assert len(s.window().containers) == 40
+    assert resolver.cached() <= 2 * 41 + 2
+    assert len(s._classify_cache) + len(s._classify_last) <= 2 * 42 + 4
+    assert len(s._tracked_paths) == 40
+    assert set(s._warned) <= {"node"}
