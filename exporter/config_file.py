@@ -124,8 +124,9 @@ def load_yaml(data: bytes, source: str) -> Any:
         raise ConfigError(
             f"{source}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})"
         ) from None
-    loader = _StrictLoader(text)
+    loader: _StrictLoader | None = None
     try:
+        loader = _StrictLoader(text)  # the reader checks the characters here
         return loader.get_single_data()
     except _YamlProblem as e:
         raise ConfigError(f"{source}: {e}") from None
@@ -134,12 +135,18 @@ def load_yaml(data: bytes, source: str) -> Any:
         where = f"line {mark.line + 1} column {mark.column + 1}: " if mark else ""
         what = e.problem or e.context or "not valid YAML"
         raise ConfigError(f"{source}: not valid YAML: {where}{what}") from None
+    except yaml.reader.ReaderError as e:
+        raise ConfigError(
+            f"{source}: not valid YAML: character #x{e.character:04x} at offset {e.position} "
+            "is not allowed"
+        ) from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{source}: not valid YAML: {str(e).splitlines()[0]}") from None
     except RecursionError:  # pragma: no cover - MAX_DEPTH stops nesting long before
         raise ConfigError(f"{source}: nested too deeply") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def read_config(path: str) -> bytes:
