@@ -15,8 +15,8 @@ pytestmark = pytest.mark.kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 SECONDS = 75
-# Generous: the leak grew ~740 KiB a minute; a flat exporter's RSS moves by
-# a few allocator pages either way over a minute.
+# Generous: the identity-cache leak this guards against grew ~740 KiB a minute; a
+# flat exporter's RSS moves by a few allocator pages either way over a minute.
 MAX_SLOPE_KIB_PER_MIN = 256.0
 
 
