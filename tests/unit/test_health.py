@@ -54,6 +54,7 @@ def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Age
     shutil.copytree(FIXTURES / request.param, root)
     agent = make_agent(root)
     server = Server(App(agent.exposition, agent.facts, 60.0, agent.status), "127.0.0.1:0")
+    agent.exposition.extra.append(server.families)  # as `run` wires it
     server.start()
     try:
         yield agent, f"http://127.0.0.1:{server.port}"
@@ -101,3 +102,6 @@ def test_lost_cgroups_degrade_and_say_why(served: tuple[Agent, str]) -> None:
     m = samples(get(base + "/metrics")[1])
     assert m["contention_collector_success,collector=cgroups"] == 0
     assert m["contention_sampler_skipped_cgroups_total,reason=malformed"] == 2
+    # The same scrape keeps the exporter's own families: its process and its HTTP front.
+    assert m["process_resident_memory_bytes"] > 0
+    assert "contention_http_open_connections" in m
