@@ -22,7 +22,8 @@ full permissions before the pass):
 * **hang**: a pass or a render that did not end within :data:`HANG_S` seconds;
 * **implausible exported value**: a sample in ``/metrics`` that is negative, not finite
   or above 2**64, or a window minute with more CPU than the node has or a stall above
-  the minute.
+  the minute, or a node minute with more steal than the node's CPUs or a stall above
+  the minute (transient regressions include ``/proc/stat``'s steal column).
 
     python -m tests.support.tree_fuzz --trees 500 --seed 16
 
@@ -360,13 +361,21 @@ def m_vanish(rng: random.Random, t: Tree) -> str:
 
 
 def m_regress(rng: random.Random, t: Tree) -> str:
-    """A transient bad read: a smaller (or much larger) counter, undone next pass."""
-    f = _pick(rng, [x for x in t.files() if x.name in ("cpu.stat", "cpu.pressure")])
+    """A transient bad read: a smaller (or much larger) counter, undone next pass. In
+    ``/proc/stat`` it is the node's steal column (the 8th CPU time of the ``cpu`` line)."""
+    stat = t.proc / "stat"
+    names = ("cpu.stat", "cpu.pressure")
+    f = _pick(rng, [x for x in t.files() if x.name in names or x == stat])
     if f is None:
         return "regress: nothing"
     data = f.read_bytes()
-    t.restore.append((f, data))
     spots = list(_NUMBER.finditer(data))
+    if f == stat:
+        first = data.split(b"\n", 1)[0]
+        if not first.startswith(b"cpu ") or len(_NUMBER.findall(first)) < 8:
+            return "regress: no steal column"
+        spots = spots[7:8]
+    t.restore.append((f, data))
     m = rng.choice(spots)
     value = int(m.group())
     new = str(value // 7 if rng.random() < 0.5 else value * 1000 + 10**12).encode()
@@ -448,6 +457,14 @@ def _check_window(agent: Agent, fig: Figures, where: str) -> None:
             for stall in (f.cpu_some_s, f.cpu_full_s, f.mem_some_s, f.mem_full_s):
                 if stall is not None and stall > span:
                     fig.bad("implausible_exported", f"{where}: stall {stall} in {f.seconds}")
+    current = agent.sampler.folds._node_current
+    for n in [*w.node, *([current] if current is not None else [])]:
+        span = n.seconds * 1.5 + 2.0
+        if n.steal_s is not None and not 0 <= n.steal_s <= cores * span:
+            fig.bad("implausible_exported", f"{where}: node steal {n.steal_s} s in {n.seconds}")
+        for stall in (n.cpu_some_s, n.cpu_full_s, n.mem_some_s, n.mem_full_s, n.io_some_s):
+            if stall is not None and not 0 <= stall <= span:
+                fig.bad("implausible_exported", f"{where}: node stall {stall} in {n.seconds}")
 
 
 def _one_pass(agent: Agent, tree: Tree, now: float, fig: Figures, where: str) -> None:
