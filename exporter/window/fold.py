@@ -39,6 +39,36 @@ def _psi_delta_s(cur: PressureLine, prev: PressureLine) -> float:
     return (cur.total_usec - prev.total_usec) / 1e6 if cur.total_usec >= prev.total_usec else 0.0
 
 
+# The node's time counters: key -> (NodeFold attribute, counter units per second).
+# No steal column (a kernel before 2.6.11) or no PSI leaves the attribute None.
+_NODE_TIMES = {
+    "steal": ("steal_s", USER_HZ),
+    "cpu_some": ("cpu_some_s", 1e6),
+    "cpu_full": ("cpu_full_s", 1e6),
+    "mem_some": ("mem_some_s", 1e6),
+    "mem_full": ("mem_full_s", 1e6),
+    "io_some": ("io_some_s", 1e6),
+}
+_NODE_KEYS = frozenset(_NODE_TIMES)
+
+
+def _node_counters(
+    proc_stat: ProcStat | None, cpu: Pressure | None, memory: Pressure | None, io: Pressure | None
+) -> dict[str, int]:
+    """The node's counters as read this pass, by key (what is not read is absent)."""
+    cur: dict[str, int] = {}
+    if proc_stat is not None:
+        cur["ctxt"] = proc_stat.ctxt
+        if proc_stat.steal_ticks is not None:
+            cur["steal"] = proc_stat.steal_ticks
+    for res, pr in (("cpu", cpu), ("mem", memory), ("io", io)):
+        if pr is not None:
+            cur[f"{res}_some"] = pr.some.total_usec
+            if pr.full is not None:
+                cur[f"{res}_full"] = pr.full.total_usec
+    return cur
+
+
 def _add(a: float | None, b: float | None) -> float | None:
     if b is None:
         return a
@@ -83,6 +113,8 @@ class WindowFolds:
         self._node_current: NodeFold | None = None
         self._node_base: dict[str, _NodeBase] = {}
         self._node_prev_at: float | None = None
+        # Node counters with a pass of the current minute they did not cover.
+        self._node_gaps: set[str] = set()
 
     def set_minutes(self, minutes: int) -> None:
         """Keep ``minutes`` complete minutes (the newest, when there are more)."""
@@ -182,18 +214,10 @@ class WindowFolds:
     ) -> list[str]:
         """Fold the node's counters into its current minute. Returns why a counter's
         change was refused (see ``exporter.window.plausible``): that counter folds
-        nothing this pass and starts from a new baseline at the next one."""
+        nothing this pass and starts from a new baseline at the next one, and its
+        current minute is unknown (None), never a smaller share of the minute."""
         minute = minute_of(now)
-        cur: dict[str, int] = {}
-        if proc_stat is not None:
-            cur["ctxt"] = proc_stat.ctxt
-            if proc_stat.steal_ticks is not None:
-                cur["steal"] = proc_stat.steal_ticks
-        for res, pr in (("cpu", cpu), ("mem", memory), ("io", io)):
-            if pr is not None:
-                cur[f"{res}_some"] = pr.some.total_usec
-                if pr.full is not None:
-                    cur[f"{res}_full"] = pr.full.total_usec
+        cur = _node_counters(proc_stat, cpu, memory, io)
         prev_at = self._node_prev_at
         self._node_prev_at = now
         fold = self._node_current
@@ -202,23 +226,21 @@ class WindowFolds:
             fold = None
         if fold is None:
             fold = self._node_current = NodeFold(minute=minute)
+            self._node_gaps = set()
         deltas, problems = self._node_deltas(cur, now, prev_at, cpus)
         if prev_at is None:
             return problems
         fold.seconds += now - prev_at
+        self._node_gaps |= _NODE_KEYS - deltas.keys()
 
         def d(key: str) -> int | None:
             return deltas.get(key)
 
         fold.context_switches += d("ctxt") or 0
-        for key, attr, per_s in (
-            ("steal", "steal_s", USER_HZ),  # None stays None: no steal column
-            ("cpu_some", "cpu_some_s", 1e6),
-            ("cpu_full", "cpu_full_s", 1e6),
-            ("mem_some", "mem_some_s", 1e6),
-            ("mem_full", "mem_full_s", 1e6),
-            ("io_some", "io_some_s", 1e6),
-        ):
+        for key, (attr, per_s) in _NODE_TIMES.items():
+            if key in self._node_gaps:  # refused, missing or new in this minute
+                setattr(fold, attr, None)
+                continue
             v = d(key)
             if v is not None:
                 setattr(fold, attr, _add(getattr(fold, attr), v / per_s))

@@ -572,6 +572,31 @@ def test_proc_stat_without_steal_column_says_so(
     assert "steal" not in f.message and "oversubscribed" in f.remediation
 
 
+def test_impossible_steal_is_refused_and_its_minute_unknown(
+    tree: Tree, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A steal column that goes backwards, or rises faster than the node's CPUs allow,
+    folds nothing: that minute's steal is unknown (None), never a smaller or larger
+    number, and the next minute, read well again, is exact."""
+    s = tree.sampler(window_minutes=5)
+    ticks = [1000, 1200, 500, 1400, 1600, 1800, 2000, 2200]  # 2 s per 10 s pass
+    ticks += [2200 + 100_000, 2600, 2800, 3000, 3200, 3400, 3600]  # 1,000 s in 10 s
+    ticks += [3600 + 200 * k for k in range(1, 7)]
+    for k, t in enumerate(ticks):  # passes 600 .. 800, every 10 s
+        write(tree.root / "proc/stat", _proc_stat(1000 * k, t))
+        tree.cgroup("/a", usage=k * 5_000_000)
+        s.run_once(now=600.0 + 10 * k)
+    w = s.window()
+    assert [n.minute for n in w.node] == [600, 660, 720]
+    assert [n.steal_s for n in w.node] == [None, None, pytest.approx(12.0)]
+    # Only steal is unknown: the node's PSI (flat in the fixture) folds every minute.
+    assert [n.cpu_some_s for n in w.node] == [0.0] * 3
+    assert [n.seconds for n in w.node] == [50.0, 60.0, 60.0]
+    refused = [r.getMessage() for r in caplog.records if "node counter refused" in r.getMessage()]
+    assert any("steal went backwards" in m for m in refused)
+    assert any("steal rose by" in m for m in refused)
+
+
 def rmtree(d: Path) -> None:
     for sub in sorted(d.rglob("*"), key=lambda p: len(p.parts), reverse=True):
         sub.rmdir() if sub.is_dir() else sub.unlink()
