@@ -79,7 +79,11 @@ class Sampler:
         self._probe_folds = ProbeFolds(probe) if probe is not None else None
         self._others: dict[int, Identity] = {}
         # Culprits whose cgroup went away keep their names while their blame counts.
-        self._departed = Departed(Departed.retention_s(window_minutes, interval))
+        # Only blame names culprits: without a probe there is nothing to keep them for
+        # (retention 0 forgets them at the next pass), and memory stays flat under churn.
+        self._departed = Departed(
+            Departed.retention_s(window_minutes, interval) if probe is not None else 0.0
+        )
         self._skipped = dict.fromkeys(SKIP_REASONS, 0)
         # What was logged, per cgroup path ("node" for the node's files): a reason is
         # logged once until the cgroup reads again; forgotten with the cgroup.
