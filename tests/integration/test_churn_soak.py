@@ -15,9 +15,12 @@ pytestmark = pytest.mark.kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 SECONDS = 75
-# Generous: the identity-cache leak this guards against grew ~740 KiB a minute; a
-# flat exporter's RSS moves by a few allocator pages either way over a minute.
-MAX_SLOPE_KIB_PER_MIN = 256.0
+# The identity-cache leak this guards against grew ~740 KiB a minute at this churn
+# rate. A run this short still includes allocator warm-up: 330-350 KiB a minute
+# measured on the merged code, where the 10-minute soak settles at ~30 KiB a minute
+# (bench/README.md). So the gate sits between the two: it catches a leak of the old
+# size, and the long soak gives the figure.
+MAX_SLOPE_KIB_PER_MIN = 600.0
 
 
 @pytest.mark.timeout(600)
