@@ -39,3 +39,18 @@ def test_a_missing_image_is_a_reason_not_a_crash(tmp_path: Path) -> None:
     env = lane.image_env(str(tmp_path))
     assert set(env) == {"CONTENTION_VM_IMAGE_ERROR"}
     assert "rootfs-core.tar is missing" in env["CONTENTION_VM_IMAGE_ERROR"]
+
+
+def _result(status: int | None, reason: str, console: str) -> guest.GuestResult:
+    return guest.GuestResult(
+        status=status, reason=reason, wall_s=1.0, boot_s=1.0, results_dir="", console_tail=console
+    )
+
+
+def test_only_a_guest_kernel_panic_earns_a_second_boot() -> None:
+    powered_off = "the guest powered off without the command's exit status (see the console)"
+    panic = "[ 58.4] Kernel panic - not syncing: Fatal exception in interrupt"
+    assert lane.guest_kernel_crashed(_result(None, powered_off, panic))
+    assert not lane.guest_kernel_crashed(_result(None, powered_off, "reboot: Power down"))
+    assert not lane.guest_kernel_crashed(_result(None, "killed after 1200 s", panic))
+    assert not lane.guest_kernel_crashed(_result(1, "", panic))
