@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from exporter.exposition.containers import OPTIONAL_COLLECTORS
 from exporter.findings.thresholds import Thresholds, load_thresholds
 from labs import LabCgroup, LabError, LabLayout, cleanup_stale, detect_layout
 from labs.exporter_proc import ExporterProcess
@@ -121,11 +122,13 @@ def exporter(
     v2_layout: LabLayout, metadata: MetadataFile, short_window_config: str, guest_workdir: str
 ) -> Iterator[ExporterProcess]:
     """One real exporter for the whole guest session: sampling every second, the labs'
-    short window and metadata file, no probe (the probe has its own tests)."""
+    short window and metadata file, no probe (the probe has its own tests), and every
+    optional collector: the sampler tests check that each file read reaches /metrics."""
+    collectors = [f"--collector.{name}" for name in OPTIONAL_COLLECTORS]
     exp = ExporterProcess(
         sample_interval=1.0,
         probe=False,
-        extra_args=["--metadata-file", metadata.path, "--config", short_window_config],
+        extra_args=["--metadata-file", metadata.path, "--config", short_window_config, *collectors],
         log_path=f"{guest_workdir}/exporter.log",
     )
     try:

@@ -325,7 +325,7 @@ def test_image_under_the_daemonsets_privileges(image: Image, make_lab: MakeLab) 
     loaded = probe_loaded(s)
     usage = mine(s, "contention_cpu_usage_seconds_total")
     stall = mine(s, "contention_cpu_pressure_waiting_seconds_total")
-    mem = mine(s, "contention_memory_usage_bytes")
+    mem = mine(s, "contention_memory_working_set_bytes")  # on by default
     _record(
         image,
         "granted",
@@ -336,7 +336,7 @@ def test_image_under_the_daemonsets_privileges(image: Image, make_lab: MakeLab) 
             "cgroup": cgroup,
             "cpu_usage_seconds": usage,
             "cpu_pressure_waiting_seconds": stall,
-            "memory_usage_bytes": mem,
+            "memory_working_set_bytes": mem,
             **facts,
         },
     )
