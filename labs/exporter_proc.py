@@ -122,6 +122,8 @@ class ExporterProcess:
     ) -> None:
         self.sample_interval = sample_interval
         self.probe = probe
+        # How long one scrape may take: 5 s on a host; a TCG guest sets more.
+        self.scrape_timeout = 5.0
         self.extra_args = list(extra_args)
         self.env = dict(os.environ if env is None else env)
         self.port = port
@@ -212,8 +214,8 @@ class ExporterProcess:
         except urllib.error.HTTPError as e:
             return int(e.code), e.read().decode("utf-8", "replace")
 
-    def scrape(self, timeout: float = 5.0) -> Scrape:
-        status, body = self.get("/metrics", timeout)
+    def scrape(self, timeout: float | None = None) -> Scrape:
+        status, body = self.get("/metrics", self.scrape_timeout if timeout is None else timeout)
         if status != 200:
             raise ExporterError(f"/metrics answered {status}: {body[:500]}")
         return Scrape(body, time.monotonic())

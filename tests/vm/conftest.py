@@ -131,6 +131,7 @@ def exporter(
         extra_args=["--metadata-file", metadata.path, "--config", short_window_config, *collectors],
         log_path=f"{guest_workdir}/exporter.log",
     )
+    exp.scrape_timeout = 30.0  # a TCG guest runs ~10x slower than the host
     try:
         exp.start(timeout=120.0)  # a TCG guest imports slowly
         yield exp
