@@ -231,7 +231,7 @@ def _monitor(e2e: E2E, stop: threading.Event) -> None:
                         )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
     missing = missing_binaries()
     if missing:

@@ -24,6 +24,7 @@ import pytest
 
 from exporter.probe import ProbeDelta, SchedProbe
 from labs import LabCgroup, LabError, spawn_busy, spawn_periodic
+from labs.scenarios import node_busy_seconds
 from tests.support.accuracy import Distribution, split_error_pp
 
 pytestmark = [pytest.mark.kernel, pytest.mark.probe]
@@ -50,6 +51,12 @@ class Run:
     lab_s: float = 0.0
     total_s: float = 0.0
     rows: list[str] = field(default_factory=list)
+    # Wait blamed on keys other than the lab culprits, by key: printed so a miss says
+    # whom the probe named instead.
+    other_s: dict[int | str, float] = field(default_factory=dict)
+    # CPU the machine spent outside the lab's cgroups over the run (cores): the test's
+    # premise is that this is small; a miss with a large figure says why.
+    foreign_cores: float | None = None
 
     def add(
         self, d: ProbeDelta, victims: list[int], used: dict[int | str, float], label: str
@@ -60,6 +67,9 @@ class Run:
             # neighbour, nor is the lab's own harness: count it neither way.
             total = sum(s for k, s in row.items() if k not in victims)
             lab = sum(row.get(k, 0.0) for k in used)
+            for k, s in row.items():
+                if k not in victims and k not in used:
+                    self.other_s[k] = self.other_s.get(k, 0.0) + s
             self.total_s += total
             self.lab_s += lab
             if lab > 0 and sum(used.values()) > 0:
@@ -71,6 +81,10 @@ class Run:
         dist = Distribution.of(self.errors)
         lab_share = self.lab_s / self.total_s if self.total_s else 0.0
         print(f"{name}: {dist}; blamed on lab culprits {lab_share:.1%}")
+        top = sorted(self.other_s.items(), key=lambda kv: -kv[1])[:8]
+        print("blamed elsewhere: " + ", ".join(f"{k}: {s:.2f}s" for k, s in top))
+        if self.foreign_cores is not None:
+            print(f"CPU outside the lab's cgroups over the run: {self.foreign_cores:.2f} cores")
         print("\n".join(self.rows))
         assert dist.n >= 10, f"too few victim-windows with blame: {dist.n}"
         assert dist.within >= TARGET_WITHIN, str(dist)
@@ -80,6 +94,19 @@ class Run:
 
 def usage(labs: list[LabCgroup]) -> dict[int | str, float]:
     return {lab.cgroup_id: lab.cpu_usage_usec() / 1e6 for lab in labs}
+
+
+class Foreign:
+    """The node's busy CPU outside the given lab cgroups, from ``/proc/stat``."""
+
+    def __init__(self, labs: list[LabCgroup]) -> None:
+        self.labs = labs
+        self.t0 = time.monotonic()
+        self.start = node_busy_seconds() - sum(usage(labs).values())
+
+    def cores(self) -> float:
+        now = node_busy_seconds() - sum(usage(self.labs).values())
+        return (now - self.start) / max(1e-9, time.monotonic() - self.t0)
 
 
 def test_unpinned_two_weighted_culprits(
@@ -104,6 +131,7 @@ def test_unpinned_two_weighted_culprits(
     time.sleep(1.0)
     probe.poll()
     before = usage(culprits)
+    foreign = Foreign(victims + culprits)
     run = Run()
     for i in range(windows):
         time.sleep(WINDOW_S)
@@ -112,6 +140,7 @@ def test_unpinned_two_weighted_culprits(
         used = {k: now[k] - before[k] for k in now}
         before = now
         run.add(d, vids, used, f"w{i}")
+    run.foreign_cores = foreign.cores()
     run.check("unpinned, two culprits 1:3")
 
 
