@@ -3,9 +3,11 @@ with nothing pinned"): victims and culprits spread over every CPU as the schedul
 places and migrates them.
 
 Truth comes from the kernel: each lab culprit's CPU use from its ``cpu.stat`` over
-each window. Per victim-window the error is the largest gap, in points, between a
-culprit's share of the victim's wait blamed on lab culprits and its share of the lab
-culprits' CPU use (``tests/support/accuracy.py``). Targets: within ±10 points in at
+each window, or, where the load balancer does not spread each culprit evenly over the
+CPUs, its CPU use on the CPUs each victim waited on (per-task ``schedstat`` and
+placement, ``tests/support/placement.py``). Per victim-window the error is the largest
+gap, in points, between a culprit's share of the victim's wait blamed on lab culprits
+and its share of the truth (``tests/support/accuracy.py``). Targets: within ±10 points in at
 least 90 % of victim-windows, and at least 85 % of the victims' wait blamed on the lab's
 culprits. Every run prints the error distribution.
 
@@ -15,6 +17,7 @@ for the same CPUs (the culprits' weights keep it a small share of the CPU).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -25,7 +28,8 @@ import pytest
 from exporter.probe import ProbeDelta, SchedProbe
 from labs import LabCgroup, LabError, spawn_busy, spawn_periodic
 from labs.scenarios import node_busy_seconds
-from tests.support.accuracy import Distribution, split_error_pp
+from tests.support.accuracy import Distribution, placed_truth, split_error_pp
+from tests.support.placement import PlacementSampler
 
 pytestmark = [pytest.mark.kernel, pytest.mark.probe]
 
@@ -48,6 +52,7 @@ class Run:
     """Per victim-window errors and the victims' wait, blamed on lab culprits or not."""
 
     errors: list[float] = field(default_factory=list)
+    global_errors: list[float] = field(default_factory=list)  # against cpu.stat alone
     lab_s: float = 0.0
     total_s: float = 0.0
     rows: list[str] = field(default_factory=list)
@@ -59,8 +64,16 @@ class Run:
     foreign_cores: float | None = None
 
     def add(
-        self, d: ProbeDelta, victims: list[int], used: dict[int | str, float], label: str
+        self,
+        d: ProbeDelta,
+        victims: list[int],
+        used: dict[int | str, float],
+        label: str,
+        truth: dict[int, dict[int | str, float]] | None = None,
     ) -> None:
+        """``used``: every lab culprit's CPU use over the window (``cpu.stat``); the
+        split is checked against it, or against ``truth[victim]`` when given (the
+        culprits' split on the CPUs each victim waited on: ``placed_truth``)."""
         for v in victims:
             row: dict[int | str, float] = {k: c.wait_s for k, c in d.blame.get(v, {}).items()}
             # Wait behind the victim's own tasks or the other victims is not blame on a
@@ -72,15 +85,29 @@ class Run:
                     self.other_s[k] = self.other_s.get(k, 0.0) + s
             self.total_s += total
             self.lab_s += lab
-            if lab > 0 and sum(used.values()) > 0:
-                err = split_error_pp(row, used)
+            expected = used if truth is None else truth.get(v, {})
+            if lab > 0 and sum(used.values()) > 0 and sum(expected.values()) > 0:
+                err = split_error_pp(row, expected)
                 self.errors.append(err)
-                self.rows.append(f"{label} victim {v}: error {err:.1f} lab {lab / total:.2f}")
+                line = f"{label} victim {v}: error {err:.1f} lab {lab / total:.2f}"
+                if truth is not None:
+                    glob = split_error_pp(row, {k: used[k] for k in expected})
+                    self.global_errors.append(glob)
+                    line += f" (against cpu.stat alone {glob:.1f}); split blamed / truth: "
+                    line += " ".join(
+                        f"{share(row, expected, k):.2f}/{share(expected, expected, k):.2f}"
+                        for k in expected
+                    )
+                self.rows.append(line)
 
-    def check(self, name: str) -> Distribution:
+    def lab_share(self) -> float:
+        return self.lab_s / self.total_s if self.total_s else 0.0
+
+    def check_split(self, name: str) -> Distribution:
         dist = Distribution.of(self.errors)
-        lab_share = self.lab_s / self.total_s if self.total_s else 0.0
-        print(f"{name}: {dist}; blamed on lab culprits {lab_share:.1%}")
+        print(f"{name}: {dist}; blamed on lab culprits {self.lab_share():.1%}")
+        if self.global_errors:
+            print(f"  against each culprit's cpu.stat alone: {Distribution.of(self.global_errors)}")
         top = sorted(self.other_s.items(), key=lambda kv: -kv[1])[:8]
         print("blamed elsewhere: " + ", ".join(f"{k}: {s:.2f}s" for k, s in top))
         if self.foreign_cores is not None:
@@ -88,8 +115,18 @@ class Run:
         print("\n".join(self.rows))
         assert dist.n >= 10, f"too few victim-windows with blame: {dist.n}"
         assert dist.within >= TARGET_WITHIN, str(dist)
-        assert lab_share >= TARGET_LAB_SHARE, (lab_share, self.total_s)
         return dist
+
+    def check(self, name: str) -> Distribution:
+        dist = self.check_split(name)
+        assert self.lab_share() >= TARGET_LAB_SHARE, (self.lab_share(), self.total_s)
+        return dist
+
+
+def share(of: dict[int | str, float], keys: dict[int | str, float], k: int | str) -> float:
+    """``of[k]`` as a share of ``of`` over ``keys``."""
+    total = sum(of.get(x, 0.0) for x in keys)
+    return of.get(k, 0.0) / total if total > 0 else 0.0
 
 
 def usage(labs: list[LabCgroup]) -> dict[int | str, float]:
@@ -145,35 +182,49 @@ def test_unpinned_two_weighted_culprits(
 
 
 @pytest.mark.xfail(
-    reason="open: with 32 cgroups the blame split is off by ~35 points (p50) and only "
-    "45-59 % of the wait is on lab culprits (docs/probe.md); cause not found yet",
+    reason="open (docs/probe.md, 'Accuracy with nothing pinned'): 40-55 % of the victims' "
+    "wait outlasts the 32-slice ring (unattributed), and a victim migrated while it "
+    "waited is attributed to the second CPU's history (some runs miss the split)",
     raises=AssertionError,  # only the accuracy targets may miss: a crash still fails
     strict=False,
 )
 def test_unpinned_many_containers_with_churn(
     make_lab: MakeLab, load_probe: Callable[..., SchedProbe]
 ) -> None:
-    """32 lab cgroups: 4 victims, 4 culprits weighted 1:2:3:4, and 24 light containers
-    (a short tick every 100 ms), a quarter of which are removed and re-created while
-    the run goes on. The light containers are culprits too, and so are the churned
-    ones: their CPU use until removal counts in their window."""
+    """32 lab cgroups: 4 victims, 4 culprits weighted 1:2:3:4 (a busy loop per CPU
+    each), and 24 light containers (a short tick every 100 ms), a quarter of which are
+    removed and re-created while the run goes on.
+
+    Truth for the split between the weighted culprits: their CPU use on the CPUs each
+    victim waited on (``tests/support/placement.py``), because the load balancer does
+    not spread each culprit evenly over the CPUs (docs/probe.md measured both threads
+    of one culprit on one CPU for a whole run); the error against ``cpu.stat`` alone is
+    printed too. The light containers, churned ones included, count as lab culprits in
+    the share of the wait blamed on the lab."""
     probe = load_probe()
+    ncpu = os.cpu_count() or 1
     victims = [make_lab(f"many-victim{i}", cpu_shares=VICTIM_SHARES) for i in range(4)]
     culprits = [make_lab(f"many-hog{i}", cpu_shares=3072 * (i + 1)) for i in range(4)]
     vids = [v.cgroup_id for v in victims]
+    hog_ids: list[int | str] = [c.cgroup_id for c in culprits]
     probe.set_tracked(vids)
     windows = 8
-    secs = windows * WINDOW_S + 3.0
+    # Spawning 28 periodic workers takes seconds on a loaded machine; every worker
+    # outlasts the run (the lab's removal stops it) and is bounded all the same.
+    secs = windows * WINDOW_S + 10.0
     light = [make_lab(f"many-light{i}", cpu_shares=VICTIM_SHARES) for i in range(24)]
+    threads: dict[int | str, list[int]] = {}
     for lab in victims + light:  # light workers first, then the heavy culprits
-        spawn_periodic(
+        w = spawn_periodic(
             lab,
             work_ms=1.0 if lab in victims else 0.5,
             period_ms=10.0 if lab in victims else 100.0,
             seconds=secs,
         )
+        if lab in victims:
+            threads[lab.cgroup_id] = [w.pid]
     for c in culprits:
-        spawn_busy(c, threads=1, seconds=secs)
+        threads[c.cgroup_id] = spawn_busy(c, threads=ncpu, seconds=secs).children
     assert len(victims) + len(culprits) + len(light) >= 30
 
     lock = threading.Lock()
@@ -203,29 +254,50 @@ def test_unpinned_many_containers_with_churn(
             churned += 1
 
     started = time.monotonic()
-    time.sleep(1.0)
+    time.sleep(2.0)  # the load balancer places the culprits' threads in the first second
+    sampler = PlacementSampler(threads)
     probe.poll()
+    sampler.start()
     with lock:
         before = usage(culprits + light)
     t = threading.Thread(target=churn, name="lab-churn", daemon=True)
     t.start()
     run = Run()
+    migrations = 0
     try:
         for i in range(windows):
             time.sleep(WINDOW_S)
             with lock:
                 d = probe.poll()
+                placed = sampler.take()
                 now = usage(culprits + light)
                 now.update(gone_used)
                 gone = set(gone_used)
                 gone_used.clear()
             used = {k: v - before.get(k, 0.0) for k, v in now.items()}
             before = {k: v for k, v in now.items() if k not in gone}
-            run.add(d, vids, used, f"w{i}")
+            truth = {
+                v: placed_truth(
+                    (p.wait_s.get(v, {}), {h: p.run_s.get(h, {}) for h in hog_ids}) for p in placed
+                )
+                for v in vids
+            }
+            on0 = {h: sum(p.run_s.get(h, {}).get(0, 0.0) for p in placed) for h in hog_ids}
+            ran = {h: sum(sum(p.run_s.get(h, {}).values()) for p in placed) for h in hog_ids}
+            spread = " ".join(f"{on0[h] / max(1e-9, ran[h]):.2f}" for h in hog_ids)
+            moved = sum(n for p in placed for n in p.migrations.values())
+            run.rows.append(
+                f"w{i}: share of each culprit's CPU use on CPU 0: {spread}; "
+                f"{moved} thread migrations"
+            )
+            run.add(d, vids, used, f"w{i}", truth)
+            migrations += moved
     finally:
         stop.set()
+        sampler.stop()
         t.join(10.0)
     assert not errors, errors
     print(f"{churned} light containers removed and re-created during the run")
+    print(f"{migrations} migrations of culprit and victim threads seen (sampled)")
     assert churned >= 10
     run.check("unpinned, 32 cgroups with churn")
