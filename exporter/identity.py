@@ -47,6 +47,10 @@ class Identity:
     memory_request_bytes: int | None = None
     memory_limit_bytes: int | None = None
     opted_out: bool = False  # the pod asked not to be sampled (it can still be a culprit)
+    # What owns the container: ``Deployment/web``, ``CronJob/backup``, ``StatefulSet/db``,
+    # ``Pod/name`` for a pod nobody owns, a systemd unit in host mode; "" when unknown.
+    # Culprits of one workload are judged together too (docs/findings.md#workload-culprits).
+    workload: str = ""
 
     @property
     def name(self) -> str:

@@ -12,6 +12,7 @@ Kubernetes (or for the contention labs) this file plays that part, so the culpri
         namespace: lab           # optional names shown instead of the path
         pod: victim
         container: app
+        workload: Deployment/victim  # optional: what owns it (culprits are grouped by it)
         cpu_request: "1"
 
 Read and validated like every configuration file (:mod:`exporter.config_file`, schema
@@ -47,6 +48,7 @@ _FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "namespace": ("namespace", str),
     "pod": ("pod", str),
     "container": ("container", str),
+    "workload": ("workload", str),
     "cpu_request": ("cpu_request_cores", cpu_cores),
     "cpu_limit": ("cpu_limit_cores", cpu_cores),
     "memory_request": ("memory_request_bytes", memory_bytes),

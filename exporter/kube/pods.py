@@ -16,11 +16,14 @@ What a pod contributes:
   previous instance (``lastState.terminated``), so a restarted container keeps its name
   while the old cgroup lingers;
 * the opt-out annotation and, for static pods, the kubelet's config hash (a static
-  pod's cgroup is named after that hash, not after the mirror pod's API UID).
+  pod's cgroup is named after that hash, not after the mirror pod's API UID);
+* the workload that owns it (:func:`workload_of`), from ``metadata.ownerReferences``
+  and the ``pod-template-hash`` label alone: no other object is read.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -36,6 +39,16 @@ MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 CONFIG_HASH_ANNOTATION = "kubernetes.io/config.hash"
 
 QOS_CLASSES = {"guaranteed", "burstable", "besteffort"}
+
+# The label a Deployment's ReplicaSet and its pods carry: the ReplicaSet is named
+# ``<deployment>-<this hash>``.
+POD_TEMPLATE_HASH = "pod-template-hash"
+# A CronJob names its Jobs ``<cronjob>-<scheduled time in minutes since the epoch>``.
+_CRONJOB_JOB = re.compile(r"^(?P<cronjob>.+)-[0-9]{1,12}$")
+# Controllers whose pods belong to the controller itself (no parent to look through).
+# A mirror (static) pod's owner is its Node: every static pod of the node would be one
+# "workload", so such a pod stands for itself.
+_NOT_A_WORKLOAD = frozenset({"Node"})
 
 
 class PodParseError(ValueError):
@@ -103,10 +116,62 @@ class PodMeta:
     # this pod whose ID is still unknown is then the pod sandbox ("pause"), not a
     # container the API has yet to report.
     all_ids_known: bool = False
+    workload: str = ""  # Kind/name of what owns the pod (workload_of)
 
     @property
     def static(self) -> bool:
         return bool(self.config_hash)
+
+
+def _controller(owners: Any) -> Mapping[str, Any] | None:
+    """The owner reference marked ``controller: true`` (the API allows at most one);
+    with none marked, the only owner there is; else none (several, none in charge)."""
+    if not isinstance(owners, list):
+        return None
+    refs = [o for o in owners if isinstance(o, Mapping)]
+    marked = [o for o in refs if o.get("controller") is True]
+    if len(marked) == 1:
+        return marked[0]
+    if not marked and len(refs) == 1:
+        return refs[0]
+    return None
+
+
+def workload_of(meta: Mapping[str, Any]) -> str:
+    """``Kind/name`` of the workload that owns a pod, from its own metadata only.
+
+    * ReplicaSet -> ``Deployment/<name>`` when the ReplicaSet's name is
+      ``<name>-<pod-template-hash>`` with the pod's own ``pod-template-hash`` label
+      (what a Deployment creates), else ``ReplicaSet/<name>``;
+    * Job -> ``CronJob/<name>`` when the Job's name is ``<name>-<digits>`` (how a
+      CronJob names its Jobs). A heuristic: the exact parent is the Job's own
+      ownerReference, which needs ``get`` on batch/jobs, a permission the exporter does
+      not have (docs/kubernetes.md); a Job created by hand as ``x-123`` reads as
+      ``CronJob/x``;
+    * StatefulSet, DaemonSet, any other controller -> itself (``Kind/name``);
+    * no owner, several with none the controller, or a Node (a static pod's mirror)
+      -> ``Pod/<pod name>``.
+
+    Never raises: odd shapes and names fall back to the pod itself ("" without a name).
+    """
+    pod = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    ref = _controller(meta.get("ownerReferences"))
+    kind = ref.get("kind") if ref is not None else None
+    name = ref.get("name") if ref is not None else None
+    if not (isinstance(kind, str) and kind and isinstance(name, str) and name):
+        return f"Pod/{pod}" if pod else ""
+    if kind in _NOT_A_WORKLOAD:
+        return f"Pod/{pod}" if pod else ""
+    if kind == "ReplicaSet":
+        labels = meta.get("labels")
+        h = labels.get(POD_TEMPLATE_HASH) if isinstance(labels, Mapping) else None
+        if isinstance(h, str) and h and name.endswith(f"-{h}") and len(name) > len(h) + 1:
+            return f"Deployment/{name[: -len(h) - 1]}"
+    elif kind == "Job":
+        m = _CRONJOB_JOB.match(name)
+        if m:
+            return f"CronJob/{m['cronjob']}"
+    return f"{kind}/{name}"
 
 
 def strip_container_id(cid: str) -> str:
@@ -273,6 +338,7 @@ def _parse_pod(obj: Mapping[str, Any]) -> PodMeta:
         containers=containers,
         container_ids=ids,
         all_ids_known=bool(regular) and all(n in running_named for n in regular),
+        workload=workload_of(meta),
     )
 
 

@@ -327,6 +327,7 @@ class KubeIdentityResolver:
             memory_request_bytes=c.memory_request_bytes if c else None,
             memory_limit_bytes=c.memory_limit_bytes if c else None,
             opted_out=pod.opted_out,
+            workload=pod.workload,
         )
 
     def staleness_seconds(self) -> float | None:

@@ -17,6 +17,7 @@ from exporter.kube.pods import (
     merge_container_ids,
     parse_pod,
     strip_container_id,
+    workload_of,
 )
 
 
@@ -208,3 +209,53 @@ def test_host_mode_never_imports_the_kubernetes_client() -> None:
         "assert 'kubernetes' not in sys.modules, 'kubernetes was imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _owner(kind: Any, name: Any, controller: Any = True) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": kind, "name": name, "controller": controller}
+
+
+@pytest.mark.parametrize(
+    ("owners", "labels", "want"),
+    [
+        # A Deployment's pod: ReplicaSet <deployment>-<pod-template-hash>.
+        ([_owner("ReplicaSet", "web-5d8c7b9f4")], {"pod-template-hash": "5d8c7b9f4"}, "Deployment/web"),
+        ([_owner("ReplicaSet", "a-b-c-77f")], {"pod-template-hash": "77f"}, "Deployment/a-b-c"),
+        # A bare ReplicaSet (or one whose name does not end in the pod's hash).
+        ([_owner("ReplicaSet", "web-5d8c7b9f4")], {}, "ReplicaSet/web-5d8c7b9f4"),
+        ([_owner("ReplicaSet", "web")], {"pod-template-hash": "zzz"}, "ReplicaSet/web"),
+        ([_owner("ReplicaSet", "-h")], {"pod-template-hash": "h"}, "ReplicaSet/-h"),
+        # A CronJob's Job: <cronjob>-<minutes since the epoch> (heuristic).
+        ([_owner("Job", "backup-29112345")], {}, "CronJob/backup"),
+        ([_owner("Job", "migrate")], {}, "Job/migrate"),
+        ([_owner("Job", "migrate-v2")], {}, "Job/migrate-v2"),
+        ([_owner("StatefulSet", "db")], {}, "StatefulSet/db"),
+        ([_owner("DaemonSet", "agent")], {}, "DaemonSet/agent"),
+        ([_owner("Workflow", "wf-1")], {}, "Workflow/wf-1"),  # any controller: itself
+        # No owner, a static pod's Node, several owners none in charge: the pod itself.
+        ([], {}, "Pod/p"),
+        ([_owner("Node", "node-a")], {}, "Pod/p"),
+        ([_owner("ReplicaSet", "a", False), _owner("Job", "b", False)], {}, "Pod/p"),
+        # One owner not marked controller: still the only one there is.
+        ([_owner("StatefulSet", "db", False)], {}, "StatefulSet/db"),
+        # Several, one controller: that one.
+        ([_owner("ConfigMap", "x", False), _owner("DaemonSet", "ds")], {}, "DaemonSet/ds"),
+        # Odd shapes: best effort, never an exception.
+        ([_owner(None, "x")], {}, "Pod/p"),
+        ([_owner("StatefulSet", 7)], {}, "Pod/p"),
+        (["not an object", 3], {}, "Pod/p"),
+        ("not a list", {}, "Pod/p"),
+        ([_owner("ReplicaSet", "web-1")], "not a map", "ReplicaSet/web-1"),
+    ],
+)
+def test_workload_from_owner_references(owners: Any, labels: Any, want: str) -> None:
+    meta = {"name": "p", "ownerReferences": owners, "labels": labels}
+    assert workload_of(meta) == want
+    assert parse_pod({"metadata": {"name": "p", "ownerReferences": owners}}).workload == (
+        workload_of({"name": "p", "ownerReferences": owners})
+    )
+
+
+def test_workload_without_a_pod_name_is_unknown() -> None:
+    assert workload_of({}) == ""
+    assert workload_of({"name": 5, "ownerReferences": []}) == ""

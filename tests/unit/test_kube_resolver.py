@@ -269,6 +269,8 @@ def pod(
     init: list[tuple[str, dict[str, Any], str | None]] | None = None,
     annotations: dict[str, str] | None = None,
     runtime: str = "containerd",
+    owners: list[dict[str, Any]] | None = None,
+    labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     containers = containers or []
     init = init or []
@@ -287,6 +289,8 @@ def pod(
             "namespace": ns,
             "uid": uid,
             "annotations": annotations or {},
+            "labels": labels or {},
+            "ownerReferences": owners or [],
         },
         "spec": {
             "nodeName": node,
@@ -310,6 +314,8 @@ WEB = pod(
         ("sidecar", {"requests": {"cpu": "50m"}}, cid(2)),
     ],
     init=[("migrate", {"requests": {"cpu": "100m"}}, cid(3))],
+    owners=[{"kind": "ReplicaSet", "name": "web-7d9f5c", "controller": True, "uid": "rs"}],
+    labels={"pod-template-hash": "7d9f5c"},
 )
 BATCH = pod(
     "crunch-0",
@@ -406,6 +412,7 @@ def test_list_names_containers_with_requests_limits_and_qos(
     assert app.memory_request_bytes == 256 * 2**20
     assert app.memory_limit_bytes is None
     assert app.opted_out is False
+    assert app.workload == "Deployment/web"  # from ownerReferences, no other object read
     assert resolve(resolver, UID_WEB, cid(2)).container == "sidecar"
     init = resolve(resolver, UID_WEB, cid(3))
     assert init.container == "migrate" and init.cpu_request_cores == pytest.approx(0.1)
@@ -423,6 +430,7 @@ def test_opted_out_pod_is_named_but_flagged(resolver: KubeIdentityResolver) -> N
     w = resolve(resolver, UID_BATCH, cid(4), qos="besteffort")
     assert w.opted_out is True
     assert w.name == "batch/crunch-0/worker"  # still nameable as a culprit
+    assert w.workload == "Pod/crunch-0"  # no owner: the pod stands for itself
     assert w.qos == "besteffort" and w.cpu_request_cores is None
 
 
