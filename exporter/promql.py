@@ -36,6 +36,8 @@ RUNQ_SUM = "contention_runqueue_latency_seconds_sum"  # the total wait
 CPU_ENTITLEMENT = "contention_cpu_entitlement_cores"
 MEM_ENTITLEMENT = "contention_memory_entitlement_bytes"
 BLAME_SHARE = "contention_blame_share"
+WORKLOAD_BLAME_SHARE = "contention_workload_blame_share"
+CGROUP_INFO = "contention_cgroup_info"  # carries `workload` (what owns the container)
 ANTAGONIST_WAIT = "contention_antagonist_wait_seconds_total"
 FINDING = "contention_finding"
 # The exporter's own health (the self-monitoring alerts), and Prometheus's scrape status.

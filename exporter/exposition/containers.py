@@ -76,8 +76,9 @@ def container_families(  # noqa: C901 - one family after another
     info = GaugeMetricFamily(
         "contention_cgroup_info",
         "A tracked cgroup (always 1): id is its path under the cgroup2 root (cAdvisor's "
-        "id), cgroup_id its inode (the scheduler probe's key), kind what it is, and for a "
-        "Kubernetes container uid (the pod's), container_id and qos.",
+        "id), cgroup_id its inode (the scheduler probe's key), kind what it is, for a "
+        "Kubernetes container uid (the pod's), container_id and qos, and workload: what "
+        "owns it (Deployment/web, CronJob/backup, ...).",
     )
     sampled = CounterMetricFamily(
         "contention_sampled_seconds_total",
@@ -170,7 +171,8 @@ def container_families(  # noqa: C901 - one family after another
         i, r = c.identity, c.reading
         lv = i.series_labels(ambiguous)
         meta = {"id": i.cgroup, "cgroup_id": str(c.cgroup_id), "kind": i.kind.value}
-        meta.update((k, v) for k, v in (("qos", i.qos), ("uid", i.pod_uid)) if v)
+        extra = (("qos", i.qos), ("uid", i.pod_uid), ("workload", i.workload))
+        meta.update((k, v) for k, v in extra if v)
         if i.container_id:
             meta["container_id"] = i.container_uri
         add(info, {**lv, **meta}, 1)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
-from ..findings.model import NODE_KINDS, Finding
+from ..findings.model import CULPRIT_WORKLOAD, NODE_KINDS, Finding
 from ..identity import Names
 from .series import add
 
@@ -28,7 +28,11 @@ def finding_labels(f: Finding, ambiguous: frozenset[Names] = frozenset()) -> dic
     c = f.culprit
     if c is not None:
         out.update(culprit_kind=c.kind, culprit=c.ref)
-        if not node_level:
+        if c.kind == CULPRIT_WORKLOAD:  # as contention_workload_blame_share names it
+            ns, wl = c.identity.namespace, c.identity.workload
+            out.update({"culprit_namespace": ns} if ns else {})
+            out["culprit_workload"] = wl
+        elif not node_level:
             own = c.identity.series_labels(ambiguous)
             out.update((f"culprit_{k}", v) for k, v in own.items())
     return out

@@ -6,7 +6,10 @@ Per victim (its identity labels, ``Identity.series_labels``):
   its ``_sum`` is the total wait);
 * ``contention_blame_share`` gauge: the top-K culprits' shares of the victim's wait
   over the window, with ``culprit_kind``, ``culprit`` and the culprit's own identity
-  labels prefixed ``culprit_`` (join on the culprit's series).
+  labels prefixed ``culprit_`` (join on the culprit's series);
+* ``contention_workload_blame_share`` gauge: the top-K workloads' shares (all their
+  containers together, running or gone), with ``culprit_kind="workload"``, ``culprit``,
+  ``culprit_namespace`` and ``culprit_workload`` (docs/findings.md#workload-culprits).
 
 Per node: ``contention_antagonist_wait_seconds_total`` (the top-K culprits by the wait
 they caused to other victims over the window, with the cumulative count),
@@ -15,7 +18,7 @@ map occupancy, capacity and update failures, sched_switch events seen, and the
 programs' kernel run time (non-zero only with ``kernel.bpf_stats_enabled=1``).
 
 Series per victim: len(RUNQ_BOUNDS_S) + 3 (histogram: the buckets, +Inf, _count,
-_sum) + top-K (blame) = 11 with K = 3.
+_sum) + top-K (blame) + at most top-K (workloads) = 14 with K = 3.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from ..probe.blame import (
     antagonists,
     blame_shares,
     unknown_blame_ratio,
+    workload_shares,
 )
 from ..probe.culprit import ROOT_CGROUP_ID
 from ..probe.histogram import RUNQ_BOUNDS_S, cumulative_buckets
@@ -95,6 +99,12 @@ def build_probe_families(
         "Share of the victim's run-queue wait over the window spent behind this culprit "
         f"(top {top_k}).",
     )
+    workload = GaugeMetricFamily(
+        "contention_workload_blame_share",
+        "Share of the victim's run-queue wait over the window spent behind the containers "
+        "of one workload together (Deployment, CronJob, StatefulSet, ...), running or "
+        f"gone (top {top_k}).",
+    )
     windows: list[Mapping[CulpritKey, float]] = []
     by_victim: dict[int, Mapping[CulpritKey, float]] = {}
     seen: set[tuple[tuple[str, str], ...]] = set()
@@ -111,7 +121,9 @@ def build_probe_families(
         windows.append(v.blame_window_s)
         for b in blame_shares(v.blame_window_s, identities, top_k, root_ids):
             add(share, {**labels, **b.culprit.labels(ambiguous)}, b.share)
-    families += [hist, share]
+        for ws in workload_shares(v.blame_window_s, identities, v.cgroup_id, top_k, root_ids):
+            add(workload, {**labels, **ws.labels()}, ws.share)
+    families += [hist, share, workload]
 
     antagonist = CounterMetricFamily(
         "contention_antagonist_wait_seconds",

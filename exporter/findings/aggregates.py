@@ -187,6 +187,43 @@ def culprit_shares(
 
 
 @dataclass(frozen=True, slots=True)
+class WorkloadUse:
+    """A workload's running containers over the window: the culprit test's usage side
+    for a workload (docs/findings.md#workload-culprits)."""
+
+    usage_cores: float | None  # sum of each running member's average use; None: none runs
+    request_cores: float | None  # sum of their requests; None: none of them has one
+
+    def entitled(self) -> bool:
+        """Inside its requests: used no more than the sum of what its members request."""
+        u, r = self.usage_cores, self.request_cores
+        return u is not None and r is not None and r > 0 and u <= r
+
+
+def workload_use(
+    window: Window, namespace: str, workload: str, clock: Clock, th: Thresholds
+) -> WorkloadUse:
+    """The workload's containers that are still tracked (gone ones' use over the window
+    is not known; the rules read the same from live series): each one's usage as
+    :func:`cpu_usage_cores` (over the part of the window it was watched), summed, and
+    the requests of those with a usage, summed. A member without a request adds none."""
+    usage: float | None = None
+    request: float | None = None
+    for cw in window.containers.values():
+        i = cw.identity
+        if i.workload != workload or i.namespace != namespace:
+            continue
+        u = cpu_usage_cores(folds_in(cw, clock.window), th)
+        if u is None:
+            continue
+        usage = u if usage is None else usage + u
+        if i.cpu_request_cores is not None:
+            r = i.cpu_request_cores
+            request = r if request is None else request + r
+    return WorkloadUse(usage, request)
+
+
+@dataclass(frozen=True, slots=True)
 class Overage:
     cgroup_id: int
     identity: Identity

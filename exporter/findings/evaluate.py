@@ -13,6 +13,7 @@ from typing import Any
 
 from ..cgroupfs.discovery import CgroupKind
 from ..identity import Identity
+from ..probe.blame import WorkloadShare, workload_shares
 from ..probe.culprit import classify_culprit
 from ..window.model import ContainerWindow, MinuteFold, NodeFold, Window
 from . import messages, suggest
@@ -26,9 +27,12 @@ from .aggregates import (
     memory_overages,
     throttle_totals,
     watched,
+    window_blame,
+    workload_use,
 )
 from .model import (
     CULPRIT_HYPERVISOR,
+    CULPRIT_WORKLOAD,
     NAMEABLE_CULPRIT_KINDS,
     REMEDIATION,
     REMEDIATION_CONTENDED_STEAL,
@@ -246,6 +250,22 @@ def _cpu_stall_findings(
                 suggestion=suggest.cpu_request(b.ref, ccw, usage, request, clock, th),
             )
         )
+    if not out:  # no container alone: the containers of one workload together?
+        out = [
+            Finding(
+                kind=Kind.NOISY_NEIGHBOR,
+                severity=sev,
+                victim=victim,
+                culprit=c,
+                evidence=ev,
+                first_seen=first,
+                last_seen=last,
+                message=messages.noisy_neighbor(cw.identity.name, stall, c, th, steal),
+                remediation=REMEDIATION[Kind.NOISY_NEIGHBOR],
+                suggestion=suggest.workload_request(c, th),
+            )
+            for c in _workload_culprits(ctx, cid)
+        ]
     if out:
         return out
     return [
@@ -266,6 +286,37 @@ def _cpu_stall_findings(
             suggestion=ctx.node_short(),
         )
     ]
+
+
+def _workload_culprits(ctx: _Context, cid: int) -> list[Culprit]:
+    """Workloads whose containers together pass the culprit test for victim ``cid``:
+    their summed share of its wait at or above blameShare, and their running members'
+    summed use above their summed requests (docs/findings.md#workload-culprits)."""
+    th, clock = ctx.th, ctx.clock
+    blame = window_blame(ctx.window, cid, ctx.now, th, clock)
+    out = []
+    for ws in workload_shares(blame, ctx.idents, cid, top_k=None):
+        if ws.share < th.blame_share:
+            continue
+        use = workload_use(ctx.window, ws.namespace, ws.workload, clock, th)
+        if use.entitled():
+            continue  # inside its requests: entitled to the CPU, not the problem
+        out.append(_workload_culprit(ws, use.usage_cores, use.request_cores))
+    return out
+
+
+def _workload_culprit(ws: WorkloadShare, usage: float | None, request: float | None) -> Culprit:
+    ident = Identity(cgroup="", kind=CgroupKind.OTHER, namespace=ws.namespace, workload=ws.workload)
+    return Culprit(
+        kind=CULPRIT_WORKLOAD,
+        ref=ws.ref,
+        cgroup_id=0,
+        identity=ident,
+        blame_share=ws.share,
+        cpu_usage_cores=usage,
+        cpu_request_cores=request,
+        members=len(ws.members),
+    )
 
 
 def _cpu_steal(ctx: _Context, stalled: list[Finding]) -> Finding | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..identity import Identity
-from .model import Culprit
+from .model import CULPRIT_WORKLOAD, Culprit
 from .signals import CpuMinute
 from .thresholds import Thresholds
 
@@ -51,6 +51,16 @@ def noisy_neighbor(
     request = c.cpu_request_cores
     use_txt = "n/a (not sampled)" if usage is None else f"{usage:.2f} cores"
     req_txt = "no request" if request is None else f"a request of {request:g} cores"
+    if c.kind == CULPRIT_WORKLOAD:
+        use_txt = "n/a (none of them runs now)" if usage is None else use_txt
+        return (
+            f"{victim} is stalled ({stall}); workload {c.ref}, made of {c.members} "
+            f"containers (running or gone), together caused {pct(c.blame_share)} of its "
+            f"run-queue wait over {th.window_minutes}m though no single one passes the "
+            f"culprit test; its running containers use {use_txt} against "
+            f"{'no request' if request is None else f'requests of {request:g} cores'}"
+            f"{steal_note(steal)}"
+        )
     return (
         f"{victim} is stalled ({stall}); {c.ref} ({c.kind}) caused "
         f"{pct(c.blame_share)} of its run-queue wait over {th.window_minutes}m, "

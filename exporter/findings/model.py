@@ -51,6 +51,8 @@ CULPRIT_SELF = "self"  # the victim's own cgroup (evidence only; never a neighbo
 CULPRIT_IDLE = "idle"  # the CPU ran idle: the victim waited on its own quota
 CULPRIT_UNKNOWN = "unknown"  # unresolved cgroup ids and unattributed wait
 CULPRIT_HYPERVISOR = "hypervisor"  # cpu-steal: CPU time given to other guests (no cgroup)
+# noisy-neighbor: the containers of one workload together (docs/findings.md#workload-culprits)
+CULPRIT_WORKLOAD = "workload"
 
 REMEDIATION = {
     Kind.CPU_THROTTLED: "raise or remove resources.limits.cpu on the victim",
@@ -97,8 +99,8 @@ class Victim:
 
 @dataclass(frozen=True, slots=True)
 class Culprit:
-    kind: str  # one of NAMEABLE_CULPRIT_KINDS, or CULPRIT_HYPERVISOR (cpu-steal)
-    ref: str  # the `culprit` label: ns/pod/container, a unit path, or "kernel"
+    kind: str  # NAMEABLE_CULPRIT_KINDS, CULPRIT_WORKLOAD, or CULPRIT_HYPERVISOR (cpu-steal)
+    ref: str  # the `culprit` label: ns/pod/container, a unit path, "kernel", ns/Kind/name
     cgroup_id: int
     identity: Identity
     # CPU: share of the victim's wait; memory: share of node overage; cpu-steal: share
@@ -108,6 +110,13 @@ class Culprit:
     cpu_request_cores: float | None
     memory_overage_bytes: int | None = None  # memory-pressure culprits only
     heuristic: bool = False  # True for the memory-pressure culprit
+    # A workload culprit: how many of its containers the victim's blame names
+    members: int | None = None
+
+    @property
+    def key_ref(self) -> str:
+        """What names the culprit in ``Finding.key``: its cgroup, or a workload's ref."""
+        return self.ref if self.kind == CULPRIT_WORKLOAD else self.identity.cgroup
 
     def to_dict(self) -> dict[str, Any]:
         i = self.identity
@@ -126,6 +135,8 @@ class Culprit:
             "cpu_request_cores": self.cpu_request_cores,
             "memory_overage_bytes": self.memory_overage_bytes,
             "heuristic": self.heuristic,
+            "workload": i.workload or None,
+            "members": self.members,
         }
 
 
@@ -145,11 +156,12 @@ class Finding:
     suggestion: Suggestion | None = None
 
     def key(self) -> tuple[str, str, str, str]:
-        """(kind, victim cgroup, culprit cgroup or "", severity): what the rules agree on."""
+        """(kind, victim cgroup, culprit cgroup (a workload's ref) or "", severity): what
+        the rules agree on."""
         return (
             self.kind.value,
             self.victim.identity.cgroup,
-            self.culprit.identity.cgroup if self.culprit else "",
+            self.culprit.key_ref if self.culprit else "",
             self.severity.value,
         )
 

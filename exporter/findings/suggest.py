@@ -13,7 +13,7 @@ from typing import Any
 from ..identity import Identity
 from ..window.model import ContainerWindow, MinuteFold, Window
 from .aggregates import Clock, folds_in, throttle_totals
-from .model import Kind
+from .model import Culprit, Kind
 from .remediation import MIB, PAGE_BYTES, Suggestion, mebibytes, millicores
 from .signals import at_least
 from .thresholds import Thresholds
@@ -76,6 +76,15 @@ def cpu_request(
     return Suggestion(
         Kind.NOISY_NEIGHBOR, millicores(usage), basis, culprit=culprit_name, window_minutes=w
     )
+
+
+def workload_request(c: Culprit, th: Thresholds) -> Suggestion:
+    """noisy-neighbor with a workload culprit: no single request to size (its
+    containers come and go; their summed use is in the finding), so the sentence has
+    no value, as the alert's (docs/findings.md#workload-culprits)."""
+    basis = {"cpu_usage_cores": c.cpu_usage_cores, "cpu_request_cores": c.cpu_request_cores}
+    why = f"it is a workload of {c.members} containers, not one container with one request"
+    return _none(Kind.NOISY_NEIGHBOR, th.window_minutes, basis, why, c.ref)
 
 
 def node_cpu_short(

@@ -112,3 +112,68 @@ def antagonists(
             total[c] = total.get(c, 0.0) + caused
     ranked = sorted(window.items(), key=lambda kv: (-kv[1], kv[0].culprit, kv[0].cgroup))
     return [Antagonist(c, w, total[c]) for c, w in ranked if c in total][:top_k]
+
+
+# culprit_kind of a workload culprit: the containers of one owner together.
+WORKLOAD_KIND = "workload"
+WORKLOAD_MEMBER_KINDS = (CulpritKind.POD, CulpritKind.SYSTEM)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadShare:
+    """The containers of one workload (``Identity.workload``, within a namespace) as
+    one culprit: their summed share of a victim's wait (docs/findings.md#workload-culprits)."""
+
+    namespace: str
+    workload: str  # Kind/name: Deployment/web, CronJob/backup, ...
+    share: float
+    wait_s: float
+    members: tuple[int, ...]  # the blamed cgroup ids, live or departed, sorted
+
+    @property
+    def ref(self) -> str:
+        """The ``culprit`` label: ``<namespace>/<Kind>/<name>``, or the workload alone."""
+        return f"{self.namespace}/{self.workload}" if self.namespace else self.workload
+
+    def labels(self) -> dict[str, str]:
+        out = {"culprit_kind": WORKLOAD_KIND, "culprit": self.ref}
+        if self.namespace:
+            out["culprit_namespace"] = self.namespace
+        out["culprit_workload"] = self.workload
+        return out
+
+
+def workload_shares(
+    blame_window_s: Mapping[CulpritKey, float],
+    identities: Mapping[int, Identity],
+    victim_id: int,
+    top_k: int | None = DEFAULT_TOP_K,
+    root_ids: Collection[int] = (ROOT_CGROUP_ID,),
+) -> list[WorkloadShare]:
+    """A victim's wait behind each workload, summed over the workload's containers
+    (those still running and those gone whose names are kept), largest first (ties by
+    name), at most ``top_k``. Shares are of all the victim's wait, like
+    :func:`blame_shares`. The victim's wait behind itself is no workload's (it can be
+    one of the workload's replicas: the others still count)."""
+    total = sum(w for w in blame_window_s.values() if w > 0)
+    if total <= 0:
+        return []
+    wait: dict[tuple[str, str], float] = {}
+    members: dict[tuple[str, str], list[int]] = {}
+    for key, w in blame_window_s.items():
+        if w <= 0 or not isinstance(key, int) or key == victim_id:
+            continue
+        ident = identities.get(key)
+        if ident is None or not ident.workload:
+            continue
+        if classify_culprit(key, identities, root_ids).kind not in WORKLOAD_MEMBER_KINDS:
+            continue
+        g = (ident.namespace, ident.workload)
+        wait[g] = wait.get(g, 0.0) + w
+        members.setdefault(g, []).append(key)
+    out = [
+        WorkloadShare(ns, wl, s / total, s, tuple(sorted(members[(ns, wl)])))
+        for (ns, wl), s in wait.items()
+    ]
+    out.sort(key=lambda x: (-x.wait_s, x.ref))
+    return out if top_k is None else out[:top_k]

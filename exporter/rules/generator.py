@@ -12,7 +12,13 @@ the same per-minute arithmetic as the Python evaluator (``exporter.findings``):
 * the throttling gate is ``unless on(<node>, cgroup) (throttled ratio >= max)``;
 * a culprit is dropped ``unless`` its usage is at or below its own request; usage is
   ``rate(usage[w]) / rate(contention_sampled_seconds_total[w])``, the average over the
-  part of the window the culprit was watched, so a young culprit is not understated;
+  part of the window the culprit was watched, so a young culprit is not understated,
+  and only while the culprit still runs (a gone one's use is not known: it stays a
+  culprit, as in the evaluator);
+* when no container passes alone, a workload (``contention_workload_blame_share``: its
+  containers' summed share) can: dropped ``unless`` its running containers' summed
+  usage is at or below their summed requests (``contention_cgroup_info``'s
+  ``workload`` label says whose they are);
 * a victim is judged only once it has been watched for ``sustainMinutes``
   (``contention_sampled_seconds_total offset <sustain>m`` exists for the same label
   set): before that the per-minute rates would cover a series younger than their range;
@@ -33,7 +39,13 @@ from typing import Any
 import yaml
 
 from .. import promql as pq
-from ..findings.model import CULPRIT_HYPERVISOR, NAMEABLE_CULPRIT_KINDS, REMEDIATION, Kind
+from ..findings.model import (
+    CULPRIT_HYPERVISOR,
+    CULPRIT_WORKLOAD,
+    NAMEABLE_CULPRIT_KINDS,
+    REMEDIATION,
+    Kind,
+)
 from ..findings.remediation import (
     MIB,
     MILLI,
@@ -112,6 +124,10 @@ R_CPU_VICTIM = "cgroup:contention_cpu_unthrottled_stall:sustained"
 R_CPU_CRIT = "cgroup:contention_cpu_severity_critical:rate1m"
 R_CPU_BOTH = "cgroup:contention_cpu_stall_both_signals:rate1m"
 R_BLAME_CULPRIT = "cgroup:contention_blame_share:culprit"
+R_WORKLOAD_CULPRIT = "cgroup:contention_workload_blame_share:culprit"
+# A workload's running containers: summed usage and summed requests (docs/findings.md).
+R_WL_USAGE = "workload:contention_cpu_usage_per_sampled_seconds:sum_ratio_rate{w}"
+R_WL_REQUEST = "workload:contention_cpu_request_cores:sum"
 R_MEM_PRESSURE = "cgroup:contention_memory_pressure:sustained"
 R_MEM_THRASH = "cgroup:contention_memory_limit_thrash:sustained"
 R_MEM_CRIT = "cgroup:contention_memory_severity_critical:rate1m"
@@ -224,7 +240,11 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
         f"topk by({q.node}) (1, {R_OVERAGE_SHARE}) >= {num(th.mem_culprit_share)}"
     )
     usage = R_USAGE.format(w=w)
+    # a culprit's usage only while it runs: a gone culprit's use over the window is not
+    # known (the evaluator has no window for it), so it is never excused by it
+    running = f"({usage} and {q.s(pq.USAGE)})"
     ws, mem_req = q.s(pq.WORKING_SET), q.s(pq.MEM_REQUEST)
+    wl_on = q.on(*WORKLOAD_LABELS)
     return [
         # Signals, for dashboards and alert descriptions.
         rl(R_PSI_SOME, q.psi_some()),
@@ -292,7 +312,20 @@ def recording_rules(th: Thresholds) -> list[dict[str, Any]]:
             f"{expr_culprit_labels(q.s(pq.USAGE))}\n"
             # a culprit at or below its own request is entitled to the CPU
             f"unless {q.on(*CULPRIT_IDENTITY)}\n"
-            + expr_culprit_labels(f"{usage} <= {cgroup_on} group_left() {q.s(pq.CPU_REQUEST)}"),
+            + expr_culprit_labels(f"{running} <= {cgroup_on} group_left() {q.s(pq.CPU_REQUEST)}"),
+        ),
+        # Workloads: their running containers' usage and requests, summed.
+        rl(R_WL_USAGE.format(w=w), _per_workload(q, running)),
+        rl(
+            R_WL_REQUEST,
+            _per_workload(q, f"({q.s(pq.CPU_REQUEST)} and {cgroup_on} {running})"),
+        ),
+        rl(
+            R_WORKLOAD_CULPRIT,
+            f"({q.s(pq.WORKLOAD_BLAME_SHARE)} >= {num(th.blame_share)})\n"
+            # inside the sum of its running containers' requests: entitled to the CPU
+            f"unless {wl_on}\n"
+            f"(\n  ({R_WL_USAGE.format(w=w)} <= {R_WL_REQUEST})\n  and ({R_WL_REQUEST} > 0)\n)",
         ),
         rl(
             R_MEM_PRESSURE,
@@ -365,6 +398,20 @@ def remediation_rules(th: Thresholds) -> list[dict[str, Any]]:
 
 # A culprit's identity labels on blame series: its own series' labels, prefixed.
 CULPRIT_IDENTITY = tuple(f"culprit_{lab}" for lab in IDENTITY_LABELS)
+# What names a workload culprit (contention_workload_blame_share).
+WORKLOAD_LABELS = ("culprit_namespace", "culprit_workload")
+
+
+def _per_workload(q: RuleTerms, expr: str) -> str:
+    """``expr`` (per container) summed per workload, labelled as the workload blame
+    series are: ``culprit_namespace`` and ``culprit_workload``."""
+    info = q.s(pq.CGROUP_INFO, 'workload!=""')
+    owned = f"{expr}\n  * {q.on(*IDENTITY_LABELS)} group_left(workload)\n  {info}"
+    labelled = (
+        f'label_replace(\n  label_replace(\n  {owned},\n  "culprit_workload", "$1", '
+        f'"workload", "(.+)"),\n  "culprit_namespace", "$1", "namespace", "(.*)")'
+    )
+    return f"sum by({q.node}, {', '.join(WORKLOAD_LABELS)}) (\n  {labelled}\n)"
 
 
 def expr_culprit_labels(expr: str) -> str:
@@ -430,6 +477,9 @@ def descriptions(th: Thresholds) -> dict[Kind, str]:
             "({{ $labels.culprit_kind }}) caused {{ $value | humanizePercentage }} of its "
             f"run-queue wait over the last {w}m while using more CPU than it requested "
             "(or having no request)."
+            f'{{{{ if eq $labels.culprit_kind "{CULPRIT_WORKLOAD}" }}}} That is all the '
+            "workload's containers together, running or gone: no single one of them "
+            "passes the culprit test.{{ end }}"
             + _node_with_t(
                 th,
                 R_STEAL_SUSTAINED,
@@ -439,8 +489,9 @@ def descriptions(th: Thresholds) -> dict[Kind, str]:
         ),
         Kind.CPU_CONTENDED: (
             f"{VICTIM_T} is stalled waiting for CPU (cpu pressure some {psi}, run-queue p99 "
-            f"{p99} in the latest minute), but no single neighbour caused "
-            f"{th.blame_share * 100:g}% of its wait while running beyond its CPU request: "
+            f"{p99} in the latest minute), but no single neighbour (nor one workload's "
+            f"containers together) caused {th.blame_share * 100:g}% of its wait while "
+            "running beyond its CPU request: "
             + _node_with_t(
                 th,
                 R_STEAL_SUSTAINED,
@@ -542,8 +593,14 @@ def alert_rules(th: Thresholds) -> list[dict[str, Any]]:
     fix = remediations(th)
     mem_labels = ", ".join(CULPRIT_IDENTITY)
 
-    nn = f"{R_BLAME_CULPRIT} and {on_v} {R_CPU_VICTIM}"
-    contended = f"{R_CPU_VICTIM} unless {on_v} {R_BLAME_CULPRIT}"
+    # a workload only when no container passes alone (docs/findings.md#workload-culprits)
+    nn = (
+        f"({R_BLAME_CULPRIT} and {on_v} {R_CPU_VICTIM})\nor\n"
+        f"({R_WORKLOAD_CULPRIT} and {on_v} {R_CPU_VICTIM}\nunless {on_v} {R_BLAME_CULPRIT})"
+    )
+    contended = (
+        f"{R_CPU_VICTIM} unless {on_v} {R_BLAME_CULPRIT}\nunless {on_v} {R_WORKLOAD_CULPRIT}"
+    )
     throttled = f"{R_THROTTLE.format(w=q.w)} >= {num(th.throttled_ratio)}\nand {R_WATCHED}"
     steal = (
         f"{R_STEAL}\nand {q.on()} {R_STEAL_SUSTAINED}\n"

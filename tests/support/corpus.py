@@ -18,6 +18,11 @@ A scenario (YAML)::
         cpu_request: 0.5             # cores; cpu_limit, memory_request, memory_limit
         start: 0                     # minute the exporter first sees it (default 0):
                                      # no series before, its values for earlier minutes unused
+        end: 7                       # minute it is gone by (default: never): it runs
+                                     # through minute 6, its series go stale at 7m and
+                                     # its name stays known (a departed culprit); no
+                                     # victim may blame it from minute 7 on
+        workload: Deployment/batch   # what owns it (contention_cgroup_info's workload)
         series:                      # per-minute values (see below)
           cpu_usage_s: 30
           cpu_some_s: {0: 0, 4: 15}
@@ -52,7 +57,7 @@ from exporter.findings.model import CULPRIT_UNKNOWN
 from exporter.findings.thresholds import Thresholds
 from exporter.identity import Identity
 from exporter.probe.blame import DEFAULT_TOP_K as BLAME_TOP_K
-from exporter.probe.blame import blame_shares
+from exporter.probe.blame import blame_shares, workload_shares
 from exporter.probe.histogram import RUNQ_BOUNDS_S, le_label
 from exporter.window import (
     CULPRIT_IDLE,
@@ -129,6 +134,7 @@ class Member:
     tracked: bool
     series: dict[str, Any] = field(default_factory=dict)
     start: int = 0  # minute of its first sample (a young container when > 0)
+    end: int | None = None  # minute it is gone by (None: never)
 
 
 @dataclass
@@ -160,6 +166,9 @@ class Scenario:
                 continue
             if t < mem.start * 60:
                 continue  # not seen yet
+            if mem.end is not None and t >= mem.end * 60:
+                w.others[mem.cgroup_id] = mem.identity  # gone: named while blamed
+                continue
             cw = ContainerWindow(
                 identity=mem.identity,
                 cgroup_id=mem.cgroup_id,
@@ -242,13 +251,19 @@ class Scenario:
             return "{" + body + "}"
 
         start = 0  # the member being written: no samples before this minute
+        end: int | None = None  # ... and none after this one (a stale marker at it)
+
+        def gone(vals: list[str]) -> list[str]:
+            if end is None:
+                return vals
+            return vals[:end] + ["stale"] + ["_"] * (len(vals) - end - 1)
 
         def counter(metric: str, lab: str, deltas: list[float]) -> None:
             cum, vals = 0.0, ["_"] * start + ["0"]
             for d in deltas[start:]:
                 cum += d
                 vals.append(_fmt(cum))
-            out.append({"series": metric + lab, "values": " ".join(vals)})
+            out.append({"series": metric + lab, "values": " ".join(gone(vals))})
 
         def gauge(metric: str, lab: str, values: list[float | None]) -> None:
             # A gauge sampled at minute k holds minute k-1's value: none until the
@@ -257,14 +272,22 @@ class Scenario:
                 "_" if v is None or (start > 0 and k <= start) else _fmt(v)
                 for k, v in enumerate(values)
             ]
-            out.append({"series": metric + lab, "values": " ".join(vals)})
+            out.append({"series": metric + lab, "values": " ".join(gone(vals))})
 
         for name, mem in self.members.items():
             if not mem.tracked:
                 continue
-            start = mem.start
+            start, end = mem.start, mem.end
             ident, pm = mem.identity, self.per_minute[name]
             lab = labels(ident)
+            if ident.workload:  # the info series the rules read the workload from
+                vals = ["_"] * start + ["1"] * (n + 1 - start)
+                out.append(
+                    {
+                        "series": "contention_cgroup_info" + labels(ident, workload=ident.workload),
+                        "values": " ".join(gone(vals)),
+                    }
+                )
             counter("contention_sampled_seconds_total", lab, [60.0] * n)
             counter("contention_cpu_usage_seconds_total", lab, pm["cpu_usage_s"])
             for key, metric in (
@@ -332,7 +355,8 @@ class Scenario:
                 counter("contention_runqueue_latency_seconds_sum", lab, pm["wait_s"])
             if name in self.blame:
                 out.extend(self._blame_series(mem, th, labels))
-        start = 0  # the node's series exist from the first minute, whoever starts late
+                out.extend(self._workload_series(mem, th, labels))
+        start, end = 0, None  # the node's series exist from the first minute
         node_lab = "{" + ",".join(f'{k}="{v}"' for k, v in target_pairs) + "}"
         if "mem_some_s" in self.node:
             counter(
@@ -374,6 +398,31 @@ class Scenario:
             )
         return out
 
+    def _workload_series(self, mem: Member, th: Thresholds, labels: Any) -> list[dict[str, str]]:
+        """contention_workload_blame_share exactly as the probe's collector exports it."""
+        per_t: list[dict[tuple[tuple[str, str], ...], float]] = []
+        keys: dict[tuple[tuple[str, str], ...], None] = {}
+        for k in range(self.minutes + 1):
+            t = k * 60
+            w = self.window_at(t, th)
+            sums = window_blame(w, mem.cgroup_id, t, th)
+            row = {}
+            for ws in workload_shares(sums, identities(w), mem.cgroup_id, top_k=BLAME_TOP_K):
+                lab = tuple(ws.labels().items())
+                row[lab] = ws.share
+                keys[lab] = None
+            per_t.append(row)
+        return [
+            {
+                "series": "contention_workload_blame_share" + labels(mem.identity, **dict(lab)),
+                "values": " ".join(
+                    "_" if k <= mem.start else _fmt(row.get(lab, 0.0))
+                    for k, row in enumerate(per_t)
+                ),
+            }
+            for lab in keys
+        ]
+
 
 def _fmt(v: float) -> str:
     if float(v).is_integer():
@@ -397,6 +446,8 @@ _IDENT_KEYS = {
     "series",
     "id",
     "start",
+    "end",
+    "workload",
 }
 
 
@@ -421,12 +472,26 @@ def _member(d: dict[str, Any], tracked: bool, next_id: int) -> Member:
         memory_request_bytes=int(mem_req) if mem_req is not None else None,
         memory_limit_bytes=int(mem_lim) if mem_lim is not None else None,
         opted_out=bool(d.get("opted_out", False)),
+        workload=str(d.get("workload", "")),
     )
     start = int(d.get("start", 0))
     if start < 0 or (start and not tracked):
         raise ScenarioError(f"member {name}: start must be >= 0 and only on a tracked container")
+    end = d.get("end")
+    if end is not None and (not tracked or int(end) <= start):
+        raise ScenarioError(f"member {name}: end must be after start, on a tracked container")
     series = dict(d.get("series") or {})
-    return Member(name, int(d.get("id", next_id)), ident, tracked, series, start)
+    if end is not None and ("blame" in series or "runq" in series):
+        raise ScenarioError(f"member {name}: a container that ends is a culprit only")
+    return Member(
+        name,
+        int(d.get("id", next_id)),
+        ident,
+        tracked,
+        series,
+        start,
+        int(end) if end is not None else None,
+    )
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -506,12 +571,20 @@ def parse_scenario(doc: dict[str, Any], source: str = "scenario") -> Scenario:  
     for name, mem in members.items():
         if mem.start >= n:
             raise ScenarioError(f"{name}: start {mem.start} is not before minute {n}")
+        if mem.end is not None and mem.end > n:
+            raise ScenarioError(f"{name}: end {mem.end} is after minute {n}")
         for victim, brows in blame.items():
             early = [m for m in range(mem.start) if brows[m].get(mem.cgroup_id)]
             if early:
                 raise ScenarioError(
                     f"{victim}.blame: {name} blamed at minute {early[0]}, "
                     f"before it starts (minute {mem.start})"
+                )
+            late = [m for m in range(mem.end or n, n) if brows[m].get(mem.cgroup_id)]
+            if late:
+                raise ScenarioError(
+                    f"{victim}.blame: {name} blamed at minute {late[0]}, "
+                    f"after it is gone (minute {mem.end})"
                 )
     node = {k: _expand(v, n, f"node.{k}") for k, v in (doc.get("node") or {}).items()}
     return Scenario(

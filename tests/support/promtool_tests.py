@@ -22,7 +22,7 @@ import yaml
 
 from exporter.commands.generated_files import sync
 from exporter.findings.evaluate import evaluate
-from exporter.findings.model import NODE_KINDS, Finding, Kind
+from exporter.findings.model import CULPRIT_WORKLOAD, NODE_KINDS, Finding, Kind
 from exporter.findings.thresholds import Thresholds, ThresholdsError, load_thresholds
 from exporter.probe.histogram import RUNQ_BOUNDS_S
 from exporter.rules.alert import runbook_annotations
@@ -92,7 +92,11 @@ def alert_labels(f: Finding, th: Thresholds, target: Mapping[str, str] = TARGET)
         **f.victim.identity.series_labels(),
     }
     c = f.culprit
-    if c is not None:
+    if c is not None and c.kind == CULPRIT_WORKLOAD:  # contention_workload_blame_share's
+        ns = c.identity.namespace
+        labels.update(culprit_kind=c.kind, culprit=c.ref, culprit_namespace=ns)
+        labels["culprit_workload"] = c.identity.workload
+    elif c is not None:
         ci = c.identity
         if c.kind == "pod" or not ci.names:  # the probe names pods, else the path
             labels.update((f"culprit_{k}", v) for k, v in ci.series_labels().items())
@@ -169,6 +173,11 @@ def alert_annotations(  # noqa: C901 - one description per finding kind
             f"caused {humanize_percentage(f.culprit.blame_share)} of its run-queue wait over the "
             f"last {w}m while using more CPU than it requested (or having no request)."
         )
+        if f.culprit.kind == CULPRIT_WORKLOAD:
+            desc += (
+                " That is all the workload's containers together, running or gone: no "
+                "single one of them passes the culprit test."
+            )
         if steal_on:
             desc += (
                 f" The hypervisor also took {steal_pct} of the node's CPU time (steal) in the "
@@ -177,8 +186,9 @@ def alert_annotations(  # noqa: C901 - one description per finding kind
     elif k is Kind.CPU_CONTENDED:
         desc = (
             f"{victim} is stalled waiting for CPU (cpu pressure some {q_rate('cpu_some_s')}, "
-            f"run-queue p99 {q_p99()} in the latest minute), but no single neighbour caused "
-            f"{th.blame_share * 100:g}% of its wait while running beyond its CPU request: "
+            f"run-queue p99 {q_p99()} in the latest minute), but no single neighbour (nor one "
+            f"workload's containers together) caused {th.blame_share * 100:g}% of its wait "
+            "while running beyond its CPU request: "
         ) + (
             f"the hypervisor took {steal_pct} of the node's CPU time (steal) in the latest "
             "minute, so the CPU it misses went to other guests on the host, not to an "

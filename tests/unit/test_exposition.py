@@ -200,6 +200,7 @@ def test_series_carry_the_names_or_the_path_never_both_never_empty() -> None:
         'id="/kubepods.slice/',
         'uid="3f9d2a41-',
         'qos="guaranteed"',
+        'workload="Deployment/api"',  # what owns it (the metadata file's workload)
     ):
         assert label in info, label
     assert 'container_id="containerd://82d09898' in info

@@ -402,3 +402,29 @@ def test_nothing_is_judged_before_sustain_minutes_of_watching(
     c.first_seen = first_seen
     kinds = [f.kind for f in evaluate(window(c), th, T)]
     assert kinds == ([Kind.CPU_THROTTLED] if judged else [])
+
+
+def test_workload_culprit_says_it_is_a_workload_of_n_containers(th: Thresholds) -> None:
+    """A Deployment replaced every two minutes: its name, its member count (gone ones
+    too), the running replica's use against its request, and no single request to size."""
+    from tests.support.corpus import load_scenario
+
+    scn = load_scenario(ROOT / "tests/scenarios/080_workload_culprit_replaced.yaml")
+    (f,) = evaluate(scn.window_at(7 * 60, th), th, 7 * 60.0)
+    c = f.culprit
+    assert f.kind is Kind.NOISY_NEIGHBOR and c is not None
+    assert (c.kind, c.ref, c.members) == ("workload", "jobs/Deployment/batch", 3)
+    assert c.blame_share == pytest.approx(0.6)
+    assert c.cpu_usage_cores == pytest.approx(1.5)  # the running replica
+    assert c.cpu_request_cores == 0.5
+    assert "workload jobs/Deployment/batch, made of 3 containers" in f.message
+    assert "1.50 cores against requests of 0.5 cores" in f.message
+    d = f.to_dict()["culprit"]
+    assert (d["workload"], d["members"], d["namespace"], d["cgroup_id"]) == (
+        "Deployment/batch",
+        3,
+        "jobs",
+        0,
+    )
+    assert f.suggestion is not None and f.suggestion.value is None
+    assert "jobs/Deployment/batch" in f.remediation_text()

@@ -219,7 +219,7 @@ def _owner(kind: Any, name: Any, controller: Any = True) -> dict[str, Any]:
     ("owners", "labels", "want"),
     [
         # A Deployment's pod: ReplicaSet <deployment>-<pod-template-hash>.
-        ([_owner("ReplicaSet", "web-5d8c7b9f4")], {"pod-template-hash": "5d8c7b9f4"}, "Deployment/web"),
+        ([_owner("ReplicaSet", "web-5d8c7")], {"pod-template-hash": "5d8c7"}, "Deployment/web"),
         ([_owner("ReplicaSet", "a-b-c-77f")], {"pod-template-hash": "77f"}, "Deployment/a-b-c"),
         # A bare ReplicaSet (or one whose name does not end in the pod's hash).
         ([_owner("ReplicaSet", "web-5d8c7b9f4")], {}, "ReplicaSet/web-5d8c7b9f4"),

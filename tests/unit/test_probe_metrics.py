@@ -303,3 +303,73 @@ def test_antagonist_counter_family() -> None:
     got = [(lb["culprit"], v) for n, lb, v in samples(text) if n.startswith("contention_antag")]
     assert got == [("batch/crunch-7/crunch", 42.0), ("system.slice/kubelet.service", 1.5)]
     assert "# TYPE contention_antagonist_wait_seconds_total counter" in text
+
+
+def _replica(n: int, workload: str = "Deployment/crunch", ns: str = "batch") -> Identity:
+    return Identity(
+        cgroup=f"/kubepods.slice/x/cri-containerd-{n:02x}.scope",
+        kind=CgroupKind.CONTAINER,
+        namespace=ns,
+        pod=f"crunch-5d8c7-{n}",
+        container="crunch",
+        pod_uid=f"{n:08d}-0000-0000-0000-000000000000",
+        workload=workload,
+    )
+
+
+def test_workload_shares_sum_its_containers_gone_or_running() -> None:
+    """A workload's share is its containers' summed share of the victim's wait (the
+    names of gone ones are in the identities while their blame counts); the victim's
+    own wait behind itself is nobody's; keys with no workload or no name are left out."""
+    from dataclasses import replace
+
+    from exporter.probe.blame import workload_shares
+
+    ids = {**IDS, 101: _replica(1), 102: _replica(2), 103: _replica(3), 104: _replica(4, ns="x")}
+    ids[10] = replace(WEB, workload="Deployment/crunch", namespace="batch")
+    blame: dict[CulpritKey, float] = {
+        101: 2.0,
+        102: 3.0,
+        103: 1.0,
+        104: 4.0,  # same workload name in another namespace: another workload
+        10: 5.0,  # the victim itself (a replica of the same workload): not counted
+        20: 2.0,  # named, no workload
+        12345: 1.0,  # unknown
+        CULPRIT_IDLE: 2.0,
+    }
+    got = workload_shares(blame, ids, victim_id=10, top_k=None)
+    assert [(w.ref, w.wait_s, w.members) for w in got] == [
+        ("batch/Deployment/crunch", 6.0, (101, 102, 103)),
+        ("x/Deployment/crunch", 4.0, (104,)),
+    ]
+    assert got[0].share == pytest.approx(6.0 / 20.0)
+    assert got[0].labels() == {
+        "culprit_kind": "workload",
+        "culprit": "batch/Deployment/crunch",
+        "culprit_namespace": "batch",
+        "culprit_workload": "Deployment/crunch",
+    }
+    assert workload_shares(blame, ids, 10, top_k=1) == got[:1]
+    assert workload_shares({}, ids, 10) == []
+    assert workload_shares({CULPRIT_IDLE: 0.0}, ids, 10) == []
+
+
+def test_workload_family_and_info_label() -> None:
+    ids = {**IDS, 101: _replica(1), 102: _replica(2)}
+    victims = [VictimProbeData(WEB, None, {101: 3.0, 102: 3.0, 20: 4.0}, cgroup_id=10)]
+    got = samples(expose(list(build_probe_families(victims, ids, LOADED, None))))
+    wl = [(lb, v) for n, lb, v in got if n == "contention_workload_blame_share"]
+    assert wl == [
+        (
+            {
+                "namespace": "shop",
+                "pod": "web-1",
+                "container": "web",
+                "culprit_kind": "workload",
+                "culprit": "batch/Deployment/crunch",
+                "culprit_namespace": "batch",
+                "culprit_workload": "Deployment/crunch",
+            },
+            pytest.approx(0.6),
+        )
+    ]
