@@ -291,13 +291,20 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             "named in a noisy-neighbor finding: lower its usage, give it a request that "
             "reflects it, or move one of the two. 'idle' means the CPU ran idle while the "
             "container waited: its own quota, not a neighbour; 'kernel' is kernel threads; "
-            "'unknown' is wait the probe could not attribute.",
+            "'unknown' is wait the probe could not attribute. '(workload)' lines are the "
+            "containers of one Deployment, CronJob, ... together, running or gone: named "
+            "when no single container passes but they do together.",
             "percentunit",
             [
                 T(
-                    named(sel("contention_blame_share", c)),
+                    named(sel(pq.BLAME_SHARE, c)),
                     f"{VICTIM} ← {{{{culprit}}}} ({{{{culprit_kind}}}})",
-                )
+                ),
+                T(
+                    named(sel(pq.WORKLOAD_BLAME_SHARE, c)),
+                    f"{VICTIM} ← {{{{culprit}}}} ({{{{culprit_kind}}}})",
+                    ref="B",
+                ),
             ],
             lines=[(th.blame_share, RED)],
             max_val=1,

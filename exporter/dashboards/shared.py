@@ -116,7 +116,12 @@ def findings_table(ids: Ids, q: Selectors, matchers: str, title: str, *, h: int 
     blame = sel(pq.BLAME_SHARE, matchers)
     by_pair = q.by(*IDENTITY_LABELS, *CULPRIT_IDENTITY)
     on_pair = q.on(*IDENTITY_LABELS, *CULPRIT_IDENTITY)
-    share = f"max {keep} (\n  {named(f'{nn} * {on_pair} group_left() max {by_pair} ({blame})')}\n)"
+    pair = named(f"{nn} * {on_pair} group_left() max {by_pair} ({blame})")
+    # a workload culprit's share: its containers together (contention_workload_blame_share)
+    wl_labels = (*IDENTITY_LABELS, "culprit_namespace", "culprit_workload")
+    wl_blame = sel(pq.WORKLOAD_BLAME_SHARE, matchers)
+    wl = named(f"{nn} * {q.on(*wl_labels)} group_left() max {q.by(*wl_labels)} ({wl_blame})")
+    share = f"max {keep} (\n  {pair}\n  or\n  {wl}\n)"
     queries = [
         T(f"max {keep} ({named(finding)})", ref="finding"),
         T(with_number(pq.throttle_ratio(q.window, matchers)), ref="throttled"),
