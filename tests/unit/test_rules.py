@@ -82,8 +82,10 @@ def test_naming_conventions(rules: list[dict[str, Any]]) -> None:
     recorded = [r for r in rules if "record" in r]
     alerts = [r for r in rules if "alert" in r]
     assert recorded and alerts
+    # level: what the output is per (a cgroup, the node, a workload of the node)
     for r in recorded:
-        assert re.fullmatch(r"(cgroup|node):contention_[a-z0-9_]+:[a-z0-9_]+", r["record"]), r
+        name = r["record"]
+        assert re.fullmatch(r"(cgroup|node|workload):contention_[a-z0-9_]+:[a-z0-9_]+", name), r
     # recording rules first: alerts read this evaluation's values
     assert rules.index(alerts[0]) > rules.index(recorded[-1])
     assert {a["alert"] for a in alerts} == set(ALERTS)
