@@ -10,6 +10,7 @@ hold. The sampler only ever talks to this interface.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -110,6 +111,25 @@ class IdentityResolver(Protocol):
         ...
 
 
+# An instance of a systemd template unit: "<template>@<instance>.<type>".
+_UNIT_INSTANCE = re.compile(r"^([^/@]+)@[^/]*\.(service|scope)$")
+
+
+def workload_from_path(ref: CgroupRef) -> str:
+    """What owns a cgroup as far as its path says (docs/findings.md#workload-culprits):
+    a container of a Kubernetes pod the API has not named, ``Pod/pod:<uid8>`` (its
+    restarts get new cgroups, the pod stays); an instance of a systemd template unit,
+    the template (``backup@.service`` for ``backup@2026-12-01.service``). Else ""."""
+    k = ref.k8s
+    if k is not None and k.pod_uid and ref.kind is CgroupKind.CONTAINER:
+        return f"Pod/pod:{k.pod_uid[:8]}"
+    if ref.kind is CgroupKind.SYSTEM:
+        m = _UNIT_INSTANCE.match(ref.path.rsplit("/", 1)[-1])
+        if m:
+            return f"{m[1]}@.{m[2]}"
+    return ""
+
+
 def identity_from_ref(ref: CgroupRef) -> Identity:
     """The identity a cgroup has with no metadata source: its path and what the path says."""
     k = ref.k8s
@@ -120,6 +140,7 @@ def identity_from_ref(ref: CgroupRef) -> Identity:
         container_id=(k.container_id or "") if k else "",
         runtime=(k.runtime or "") if k else "",
         qos=k.qos if k else "",
+        workload=workload_from_path(ref),
     )
 
 

@@ -107,7 +107,13 @@ class FileIdentityResolver:
     def resolve(self, ref: CgroupRef) -> Identity:
         base = self.inner.resolve(ref)
         entry = self._file.value.get(ref.path)
-        return replace(base, **entry) if entry else base
+        if not entry:
+            return base
+        if "pod" in entry and "workload" not in entry:
+            # a pod the file names and no owner given: the pod stands for itself, as a
+            # pod without ownerReferences does in Kubernetes
+            entry = {**entry, "workload": f"Pod/{entry['pod']}"}
+        return replace(base, **entry)
 
     def staleness_seconds(self) -> float | None:
         return self.inner.staleness_seconds()

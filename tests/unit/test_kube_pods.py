@@ -259,3 +259,27 @@ def test_workload_from_owner_references(owners: Any, labels: Any, want: str) -> 
 def test_workload_without_a_pod_name_is_unknown() -> None:
     assert workload_of({}) == ""
     assert workload_of({"name": 5, "ownerReferences": []}) == ""
+
+
+@pytest.mark.parametrize(
+    ("path", "want"),
+    [
+        ("/system.slice/backup@2026-12-01.service", "backup@.service"),
+        ("/system.slice/sshd@3-10.0.0.1:22-10.0.0.2:5555.service", "sshd@.service"),
+        ("/system.slice/cron.service", ""),  # a plain unit stands for itself
+        ("/system.slice/docker-" + "a" * 64 + ".scope", ""),  # no owner in the path
+        (
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
+            "3f9d2a41_6c0e_4b7a_9f15_2d8c7e41b0a3.slice/cri-containerd-" + "b" * 64 + ".scope",
+            "Pod/pod:3f9d2a41",
+        ),
+        ("/user.slice/user-1000.slice", ""),
+    ],
+)
+def test_workload_from_the_path_alone(path: str, want: str) -> None:
+    """Without metadata (host mode, or a pod the API has not named yet)."""
+    from exporter.cgroupfs.discovery import CgroupRef, classify
+    from exporter.identity import identity_from_ref
+
+    kind, k8s = classify(path)
+    assert identity_from_ref(CgroupRef(7, path, kind, True, k8s)).workload == want
