@@ -117,6 +117,9 @@ def antagonists(
 # culprit_kind of a workload culprit: the containers of one owner together.
 WORKLOAD_KIND = "workload"
 WORKLOAD_MEMBER_KINDS = (CulpritKind.POD, CulpritKind.SYSTEM)
+# A workload of one blamed container is that container, already judged (and exported)
+# on its own: only two or more make a workload culprit (and a series).
+MIN_WORKLOAD_MEMBERS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +154,9 @@ def workload_shares(
     root_ids: Collection[int] = (ROOT_CGROUP_ID,),
 ) -> list[WorkloadShare]:
     """A victim's wait behind each workload, summed over the workload's containers
-    (those still running and those gone whose names are kept), largest first (ties by
-    name), at most ``top_k``. Shares are of all the victim's wait, like
+    (those still running and those gone whose names are kept), for workloads with at
+    least two containers in the victim's blame, largest first (ties by name), at most
+    ``top_k``. Shares are of all the victim's wait, like
     :func:`blame_shares`. The victim's wait behind itself is no workload's (it can be
     one of the workload's replicas: the others still count)."""
     total = sum(w for w in blame_window_s.values() if w > 0)
@@ -174,6 +178,7 @@ def workload_shares(
     out = [
         WorkloadShare(ns, wl, s / total, s, tuple(sorted(members[(ns, wl)])))
         for (ns, wl), s in wait.items()
+        if len(members[(ns, wl)]) >= MIN_WORKLOAD_MEMBERS
     ]
     out.sort(key=lambda x: (-x.wait_s, x.ref))
     return out if top_k is None else out[:top_k]

@@ -326,23 +326,25 @@ def test_workload_shares_sum_its_containers_gone_or_running() -> None:
     from exporter.probe.blame import workload_shares
 
     ids = {**IDS, 101: _replica(1), 102: _replica(2), 103: _replica(3), 104: _replica(4, ns="x")}
+    ids[105] = replace(_replica(5), workload="Pod/crunch-5")
     ids[10] = replace(WEB, workload="Deployment/crunch", namespace="batch")
     blame: dict[CulpritKey, float] = {
         101: 2.0,
         102: 3.0,
         103: 1.0,
         104: 4.0,  # same workload name in another namespace: another workload
+        105: 1.0,
         10: 5.0,  # the victim itself (a replica of the same workload): not counted
         20: 2.0,  # named, no workload
         12345: 1.0,  # unknown
         CULPRIT_IDLE: 2.0,
     }
     got = workload_shares(blame, ids, victim_id=10, top_k=None)
+    # x/Deployment/crunch has one container blamed: that container alone, not a workload
     assert [(w.ref, w.wait_s, w.members) for w in got] == [
         ("batch/Deployment/crunch", 6.0, (101, 102, 103)),
-        ("x/Deployment/crunch", 4.0, (104,)),
     ]
-    assert got[0].share == pytest.approx(6.0 / 20.0)
+    assert got[0].share == pytest.approx(6.0 / 21.0)
     assert got[0].labels() == {
         "culprit_kind": "workload",
         "culprit": "batch/Deployment/crunch",
