@@ -635,6 +635,14 @@ def test_3_everything_resolves(e2e: E2E) -> None:
     e2e.save_observed()
 
 
+def _no_lab_builds_it(expr: str) -> bool:
+    """A query that draws only workload culprits: one needs two or more containers of
+    one workload blamed by the same victim, which none of these labs builds. The family
+    is checked on the real kernel (tests/integration/test_workload_churn_kernel.py) and
+    the victim naming these queries share in promtool (tests/unit/test_dashboards.py)."""
+    return "contention_workload_blame_share" in expr and "contention_finding" not in expr
+
+
 @pytest.mark.kernel
 def test_4_every_panel_query_returned_data(e2e: E2E) -> None:
     if set(e2e.stopped) != set(LAB_ORDER) or any(
@@ -644,6 +652,6 @@ def test_4_every_panel_query_returned_data(e2e: E2E) -> None:
     empty = [
         f"{uid} / {title}: {expr[:160]}"
         for (uid, title, expr), has in e2e.coverage.items()
-        if not has
+        if not has and not _no_lab_builds_it(expr)
     ]
     assert not empty, "panel queries that never returned data in any lab:\n" + "\n".join(empty)

@@ -139,3 +139,14 @@ def test_replaced_containers_are_named_as_their_workload(
     assert c is not None and (c.kind, c.ref) == ("workload", f"lab/{WORKLOAD}"), f.message
     assert c.members == GENERATIONS and c.blame_share >= th.blame_share
     assert f"made of {GENERATIONS} containers" in f.message
+    # The family the dashboards draw a workload culprit from (no end-to-end lab builds
+    # one: tests/e2e/test_labs_e2e.py leaves its panel query out for that reason).
+    shares = [
+        s
+        for m in published.families()
+        if m.name == "contention_workload_blame_share"
+        for s in m.samples
+        if s.labels.get("culprit_workload") == WORKLOAD
+    ]
+    assert shares and all(s.labels["culprit_kind"] == "workload" for s in shares), shares
+    assert max(s.value for s in shares) >= th.blame_share, shares
