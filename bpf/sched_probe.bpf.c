@@ -34,7 +34,7 @@ const volatile struct probe_knobs knobs SEC(".rodata.knobs") = {
 	.bounds_ns = {20000000ULL, 200000000ULL},
 	.nbounds = 2,
 	.min_wait_ns = 50000ULL,
-	.ring_mask = 31,
+	.ring_mask = 255,
 	.max_pids = 65536,
 	.occupancy = 1,
 	.switch_has_state = 1,
@@ -228,6 +228,8 @@ static __always_inline void blame_add(struct cpu_state *st, u64 victim, u64 culp
 }
 
 #define KNOB_RING_MASK knobs.ring_mask
+#define KNOB_RING_WALK RING_MAX_SLOTS
+#define RING_EARLY_EXIT 1 /* sched_probe_logic.h: attribute_wait */
 #define KNOB_NBOUNDS knobs.nbounds
 #define KNOB_BOUND(i) knobs.bounds_ns[i]
 

@@ -32,7 +32,7 @@
 #define MIN_WAIT_NS 50000ULL
 #endif
 #ifndef RING_SLOTS
-#define RING_SLOTS 32
+#define RING_SLOTS 256
 #endif
 #ifndef MAX_CGROUPS
 #define MAX_CGROUPS 4096
@@ -168,6 +168,10 @@ static __always_inline void blame_add(struct cpu_state *st, u64 victim, u64 culp
 }
 
 #define KNOB_RING_MASK (RING_SLOTS - 1)
+#define KNOB_RING_WALK RING_SLOTS
+#ifndef RING_EARLY_EXIT
+#define RING_EARLY_EXIT 0
+#endif
 #define KNOB_NBOUNDS RUNQ_NBOUNDS
 #define KNOB_BOUND(i) runq_bounds[i]
 static const u64 runq_bounds[RUNQ_MAX_BOUNDS] = {RUNQ_BOUNDS_NS};

@@ -23,7 +23,7 @@
 #define RUNQ_MAX_SLOTS (RUNQ_MAX_BOUNDS + 1)
 
 /* Run slices remembered per CPU (occupancy mode): a power of two up to this. */
-#define RING_MAX_SLOTS 32
+#define RING_MAX_SLOTS 256
 
 /* Special culprit keys. Real cgroup v2 ids are >= 1 (1 is the root cgroup, where
  * kernel threads live), so 0 and ~0 never collide with one. */

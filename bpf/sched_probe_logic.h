@@ -3,6 +3,8 @@
  *
  * The includer defines, before including this file:
  *   KNOB_RING_MASK      ring slots in use - 1 (a power of two - 1, < RING_MAX_SLOTS)
+ *   KNOB_RING_WALK      a compile-time bound on the slices walked (<= RING_MAX_SLOTS)
+ *   RING_EARLY_EXIT     1: the walk stops at the first slice older than the wait
  *   KNOB_NBOUNDS        finite histogram bounds in use (<= RUNQ_MAX_BOUNDS)
  *   KNOB_BOUND(i)       the i-th bound in ns
  *   blame_add(st, victim, culprit, ns)   adds ns to a matrix cell (its map, its way)
@@ -67,9 +69,17 @@ static __always_inline void push_slice(struct cpu_state *st, u64 who, u64 now)
 		st->used++;
 }
 
-/* Split a wait over [since, now] across the slices it overlapped. The loop has no
- * early exit so that clang unrolls it fully (the verifier handles straight-line code
- * far better than a loop with map calls in it). */
+/* Split a wait over [since, now] across the slices it overlapped, newest first. The
+ * loop is fully unrolled (straight-line code, which every kernel's verifier checks
+ * without bounded-loop support), up to KNOB_RING_WALK slices:
+ *   - RING_EARLY_EXIT 1 (CO-RE): stop at the first slice that ended before the wait
+ *     began (slices are in time order, so every older one did too): the cost follows
+ *     the wait's length, not the ring's size; slots past the knob are dead code to
+ *     the verifier, which treats the knob as a constant;
+ *   - RING_EARLY_EXIT 0 (BCC): visit every slot. With the exits, BCC's build of this
+ *     loop is rejected even at 32 slots ("sequence of 8193 jumps is too complex",
+ *     Linux 6.18); without them it verifies at every size up to RING_MAX_SLOTS,
+ *     each slot costing a few compares (docs/probe.md, Cost). */
 static __always_inline void attribute_wait(struct cpu_state *st, u64 victim, u64 since,
 					   u64 now)
 {
@@ -77,16 +87,21 @@ static __always_inline void attribute_wait(struct cpu_state *st, u64 victim, u64
 	u32 head = st->head;
 	u32 used = st->used;
 #pragma clang loop unroll(full)
-	for (u32 i = 0; i < RING_MAX_SLOTS; i++) {
+	for (u32 i = 0; i < KNOB_RING_WALK; i++) {
 		struct run_slice *s = &st->ring[(head - i) & KNOB_RING_MASK & (RING_MAX_SLOTS - 1)];
 		u64 end = s->end;
-		if (i < used && end > since) {
-			u64 lo = s->start > since ? s->start : since;
-			u64 hi = end < now ? end : now;
-			if (hi > lo) {
-				blame_add(st, victim, s->cgroup, hi - lo);
-				covered += hi - lo;
-			}
+#if RING_EARLY_EXIT
+		if (i > KNOB_RING_MASK || i >= used || end <= since)
+			break; /* this slice and every older one ended before the wait began */
+#else
+		if (i >= used || end <= since)
+			continue;
+#endif
+		u64 lo = s->start > since ? s->start : since;
+		u64 hi = end < now ? end : now;
+		if (hi > lo) {
+			blame_add(st, victim, s->cgroup, hi - lo);
+			covered += hi - lo;
 		}
 	}
 	u64 wait = now - since;

@@ -36,7 +36,7 @@ class ProbeKnobs:
 
     attribution: str = "occupancy"
     min_wait_us: float = 50.0
-    ring_slots: int = 32
+    ring_slots: int = 256
     max_cgroups: int = 4096
     max_pids: int = 65536
     max_blame: int = 32768

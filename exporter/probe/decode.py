@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 # bpf/sched_probe.h
 RUNQ_MAX_BOUNDS = 23
 RUNQ_MAX_SLOTS = RUNQ_MAX_BOUNDS + 1
-RING_MAX_SLOTS = 32
+RING_MAX_SLOTS = 256
 
 # Special culprit keys in the kernel.
 IDLE_KEY = 0

@@ -81,7 +81,7 @@ class SchedProbe:
         max_cgroups: int = 4096,
         max_pids: int = 65536,
         max_blame: int = 32768,
-        ring_slots: int = 32,
+        ring_slots: int = 256,
         enabled: bool = True,
         tracefs: str = "/sys/kernel/tracing",
         procfs: str = "/proc",

@@ -114,7 +114,7 @@ def test_pid_capacity_counts_direct_and_hashed_slots() -> None:
         {"ring_slots": 12},
         {"max_cgroups": 0},
         {"max_blame": 0},
-        {"ring_slots": 128},
+        {"ring_slots": 512},
         {"bounds_s": tuple(i / 1000 for i in range(1, 30))},
         {"loader": "ebpf"},
     ],
