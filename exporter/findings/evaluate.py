@@ -217,6 +217,21 @@ def _cpu_stall_findings(
     stall = messages.cpu_stall(latest)
     steal = ctx.steal[-1] if ctx.steal_sustained else None
     victim = Victim(cid, cw.identity)
+
+    def noisy(culprit: Culprit, suggestion: Suggestion | None) -> Finding:
+        return Finding(
+            kind=Kind.NOISY_NEIGHBOR,
+            severity=sev,
+            victim=victim,
+            culprit=culprit,
+            evidence=ev,
+            first_seen=first,
+            last_seen=last,
+            message=messages.noisy_neighbor(cw.identity.name, stall, culprit, th, steal),
+            remediation=REMEDIATION[Kind.NOISY_NEIGHBOR],
+            suggestion=suggestion,
+        )
+
     out: list[Finding] = []
     for b in shares:
         if b.culprit_kind not in NAMEABLE_CULPRIT_KINDS or b.share < th.blame_share:
@@ -236,36 +251,9 @@ def _cpu_stall_findings(
             cpu_usage_cores=usage,
             cpu_request_cores=request,
         )
-        out.append(
-            Finding(
-                kind=Kind.NOISY_NEIGHBOR,
-                severity=sev,
-                victim=victim,
-                culprit=culprit,
-                evidence=ev,
-                first_seen=first,
-                last_seen=last,
-                message=messages.noisy_neighbor(cw.identity.name, stall, culprit, th, steal),
-                remediation=REMEDIATION[Kind.NOISY_NEIGHBOR],
-                suggestion=suggest.cpu_request(b.ref, ccw, usage, request, clock, th),
-            )
-        )
+        out.append(noisy(culprit, suggest.cpu_request(b.ref, ccw, usage, request, clock, th)))
     if not out:  # no container alone: the containers of one workload together?
-        out = [
-            Finding(
-                kind=Kind.NOISY_NEIGHBOR,
-                severity=sev,
-                victim=victim,
-                culprit=c,
-                evidence=ev,
-                first_seen=first,
-                last_seen=last,
-                message=messages.noisy_neighbor(cw.identity.name, stall, c, th, steal),
-                remediation=REMEDIATION[Kind.NOISY_NEIGHBOR],
-                suggestion=suggest.workload_request(c, th),
-            )
-            for c in _workload_culprits(ctx, cid)
-        ]
+        out = [noisy(c, suggest.workload_request(c, th)) for c in _workload_culprits(ctx, cid)]
     if out:
         return out
     return [
