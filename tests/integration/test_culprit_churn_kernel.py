@@ -10,7 +10,6 @@ Run under ``flock /tmp/contention-kernel.lock`` (timing-sensitive, ~50 s per loa
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 
 import pytest
@@ -21,18 +20,14 @@ from exporter.findings.aggregates import identities
 from exporter.probe import SchedProbe
 from exporter.probe.blame import unknown_blame_ratio
 from exporter.probe.culprit import CulpritKind, classify_culprit
-from labs import LabCgroup, spawn_busy, spawn_periodic
+from labs import LabCgroup, spawn_periodic
+from tests.support.churn import pin, replace_and_sample
 
 pytestmark = [pytest.mark.kernel, pytest.mark.probe]
 
 MakeLab = Callable[..., LabCgroup]
 REPLACE_EVERY_S = 20.0
 GENERATIONS = 3
-
-
-def pin(pids: list[int], cpu: int) -> None:
-    for pid in pids:
-        os.sched_setaffinity(pid, {cpu})
 
 
 def test_replaced_culprit_keeps_its_name(
@@ -46,22 +41,10 @@ def test_replaced_culprit_keeps_its_name(
     victim = make_lab("churn-victim", cpu_shares=128)
     w = spawn_periodic(victim, work_ms=1.0, period_ms=10.0, seconds=run_s + 8)
     pin([w.pid], cpu)
-    jobs: list[LabCgroup] = []
-    ids: list[int] = []
     agent.run_pass()
-    start = time.monotonic()
-    published = None
-    while (elapsed := time.monotonic() - start) < run_s + 2.0:
-        if len(jobs) < GENERATIONS and elapsed >= REPLACE_EVERY_S * len(jobs):
-            if jobs:
-                jobs[-1].remove()  # replaced: the old container is gone for good
-            job = make_lab(f"churn-job-{len(jobs)}")
-            hog = spawn_busy(job, threads=1, seconds=REPLACE_EVERY_S + 1)
-            pin([hog.pid, *hog.children], cpu)
-            jobs.append(job)
-            ids.append(job.cgroup_id)
-        published = agent.run_pass()
-        time.sleep(max(0.0, 1.0 - (time.monotonic() - start - elapsed)))
+    published, jobs, ids = replace_and_sample(
+        agent, make_lab, "churn-job", cpu, REPLACE_EVERY_S, GENERATIONS, run_s + 2.0
+    )
     assert published is not None and published.result is not None
     result = published.result
     assert result.window is not None

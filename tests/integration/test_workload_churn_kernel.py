@@ -30,8 +30,9 @@ from exporter.findings.aggregates import Clock, culprit_shares, identities, wind
 from exporter.findings.model import Kind
 from exporter.probe import SchedProbe
 from exporter.probe.blame import unknown_blame_ratio
-from labs import LabCgroup, spawn_busy, spawn_periodic
+from labs import LabCgroup, spawn_periodic
 from labs.cgroups import PREFIX
+from tests.support.churn import pin, replace_and_sample
 from tests.support.probe_loaders import probe_loader
 
 pytestmark = [pytest.mark.kernel, pytest.mark.probe]
@@ -45,11 +46,6 @@ WORKLOAD = "Deployment/churn"
 @pytest.fixture
 def core_probe() -> Iterator[Callable[..., SchedProbe]]:
     yield from probe_loader("core")
-
-
-def pin(pids: list[int], cpu: int) -> None:
-    for pid in pids:
-        os.sched_setaffinity(pid, {cpu})
 
 
 def test_replaced_containers_are_named_as_their_workload(
@@ -87,25 +83,21 @@ def test_replaced_containers_are_named_as_their_workload(
     victim = make_lab("wl-victim", cpu_shares=102)
     w = spawn_periodic(victim, work_ms=5.0, period_ms=50.0, seconds=run_s + 8)
     pin([w.pid], cpu)
-    jobs: list[LabCgroup] = []
-    ids: set[int] = set()
     # The passes' clock: real time shifted so that now is 0.5 s into a minute.
     t0 = time.time()
     shift = t0 % 60 - 0.5
     minute = (t0 - shift) - 0.5  # the one sustain minute the run covers
-    start = time.monotonic()
-    published = None
-    while (elapsed := time.monotonic() - start) < run_s + 1.5:
-        if len(jobs) < GENERATIONS and elapsed >= REPLACE_EVERY_S * len(jobs):
-            if jobs:
-                jobs[-1].remove()  # replaced: the old container is gone for good
-            job = make_lab(f"wl-job-{len(jobs)}")
-            hog = spawn_busy(job, threads=1, seconds=REPLACE_EVERY_S + 1)
-            pin([hog.pid, *hog.children], cpu)
-            jobs.append(job)
-            ids.add(job.cgroup_id)
-        published = agent.run_pass(now=time.time() - shift)
-        time.sleep(max(0.0, 1.0 - (time.monotonic() - start - elapsed)))
+    published, jobs, job_ids = replace_and_sample(
+        agent,
+        make_lab,
+        "wl-job",
+        cpu,
+        REPLACE_EVERY_S,
+        GENERATIONS,
+        run_s + 1.5,
+        clock=lambda: time.time() - shift,
+    )
+    ids = set(job_ids)
     assert published is not None and published.result is not None
     result = published.result
     window = result.window
