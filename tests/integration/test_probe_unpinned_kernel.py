@@ -159,12 +159,13 @@ def test_unpinned_two_weighted_culprits(
     vids = [v.cgroup_id for v in victims]
     probe.set_tracked(vids)
     windows = 8
-    secs = windows * WINDOW_S + 2.0
+    # Every worker outlasts the run (the lab's removal stops it): with 2 s of slack the
+    # victims ended, then the light culprit, inside the last window when polls ran slow
+    # (the heavy culprit alone then used the CPU nobody waited for: 20 points of error).
+    secs = windows * WINDOW_S + 10.0
     # Victims first: a light-weight worker starting behind heavy culprits takes long.
-    for v in victims:
-        spawn_periodic(v, work_ms=1.0, period_ms=10.0, seconds=secs)
-    for c in culprits:
-        spawn_busy(c, threads=2, seconds=secs)
+    workers = [spawn_periodic(v, work_ms=1.0, period_ms=10.0, seconds=secs) for v in victims]
+    workers += [spawn_busy(c, threads=2, seconds=secs) for c in culprits]
     time.sleep(1.0)
     probe.poll()
     before = usage(culprits)
@@ -176,6 +177,8 @@ def test_unpinned_two_weighted_culprits(
         now = usage(culprits)
         used = {k: now[k] - before[k] for k in now}
         before = now
+        # A window a worker did not outlive measures the harness, not the probe.
+        assert all(w.alive() for w in workers), f"a lab worker ended before window w{i} did"
         run.add(d, vids, used, f"w{i}")
     run.foreign_cores = foreign.cores()
     run.check("unpinned, two culprits 1:3")
