@@ -69,6 +69,18 @@ TEXT_WITHOUT_VALUE = {
     ),
 }
 
+# noisy-neighbor naming a workload (docs/findings.md#workload-culprits): the value is
+# what its running containers used together, so the requests to set are a total over
+# them (one request per replica when one runs at a time; split among them otherwise).
+TEXT_WORKLOAD_CULPRIT = (
+    "Give the containers of {culprit} CPU requests that add up to at least {value}m, the "
+    "summed average use of its running containers over the last {w}m, or lower their "
+    "usage; or move one of the two to another node.",
+    "Lower the usage of {culprit}'s containers or give them requests that reflect it "
+    "(none of its running containers has a measured use over the window yet); or move one "
+    "of the two to another node.",
+)
+
 # cpu-contended while the node loses CPU to steal (docs/findings.md#cpu-steal): the
 # missing CPU went to other guests on the host, so the sentence says so first and gives
 # the shortfall after it.
@@ -105,11 +117,14 @@ class Suggestion:
     culprit: str = ""  # the culprit's name, for the sentence
     window_minutes: int = 5
     under_steal: bool = False  # the node's cpu-steal is sustained (TEXT_UNDER_STEAL)
+    workload: bool = False  # the culprit is a workload (TEXT_WORKLOAD_CULPRIT)
 
     @property
     def text(self) -> str:
         """The sentence, exactly as the alert's ``remediation`` annotation renders it."""
-        if self.under_steal and self.kind in TEXT_UNDER_STEAL:
+        if self.workload:
+            with_value, without = TEXT_WORKLOAD_CULPRIT
+        elif self.under_steal and self.kind in TEXT_UNDER_STEAL:
             with_value, without = TEXT_UNDER_STEAL[self.kind]
         else:
             with_value, without = TEXT_WITH_VALUE[self.kind], TEXT_WITHOUT_VALUE[self.kind]

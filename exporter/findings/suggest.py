@@ -79,12 +79,23 @@ def cpu_request(
 
 
 def workload_request(c: Culprit, th: Thresholds) -> Suggestion:
-    """noisy-neighbor with a workload culprit: no single request to size (its
-    containers come and go; their summed use is in the finding), so the sentence has
-    no value, as the alert's (docs/findings.md#workload-culprits)."""
+    """noisy-neighbor with a workload culprit: CPU requests adding up to its running
+    containers' summed use, ``ceil(sum of their usage over the window * 1000)``, the
+    number the workload's culprit test compared with their summed requests
+    (docs/findings.md#workload-culprits)."""
+    w = th.window_minutes
     basis = {"cpu_usage_cores": c.cpu_usage_cores, "cpu_request_cores": c.cpu_request_cores}
-    why = f"it is a workload of {c.members} containers, not one container with one request"
-    return _none(Kind.NOISY_NEIGHBOR, th.window_minutes, basis, why, c.ref)
+    if c.cpu_usage_cores is None:
+        why = "none of its running containers has a measured use over the window yet"
+        return _none(Kind.NOISY_NEIGHBOR, w, basis, why, c.ref, workload=True)
+    return Suggestion(
+        Kind.NOISY_NEIGHBOR,
+        millicores(c.cpu_usage_cores),
+        basis,
+        culprit=c.ref,
+        window_minutes=w,
+        workload=True,
+    )
 
 
 def node_cpu_short(
@@ -184,6 +195,7 @@ def _none(
     why: str,
     culprit: str = "",
     under_steal: bool = False,
+    workload: bool = False,
 ) -> Suggestion:
     return Suggestion(
         kind,
@@ -193,4 +205,5 @@ def _none(
         culprit=culprit,
         window_minutes=w,
         under_steal=under_steal,
+        workload=workload,
     )

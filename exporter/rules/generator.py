@@ -54,6 +54,7 @@ from ..findings.remediation import (
     TEXT_UNDER_STEAL,
     TEXT_WITH_VALUE,
     TEXT_WITHOUT_VALUE,
+    TEXT_WORKLOAD_CULPRIT,
 )
 from ..findings.thresholds import Thresholds, duration_ms
 from ..identity import IDENTITY_LABELS
@@ -135,6 +136,7 @@ R_STEAL_SUSTAINED = "node:contention_node_cpu_steal:sustained"
 # Remediation values (docs/findings.md#remediation-with-numbers), for the annotations:
 R_FIX_CPU_LIMIT = "cgroup:contention_cpu_demand_millicores:ceil_rate{w}"
 R_FIX_CPU_REQUEST = "cgroup:contention_cpu_usage_millicores:ceil_ratio_rate{w}"
+R_FIX_WL_REQUEST = "workload:contention_cpu_usage_millicores:ceil_sum_ratio_rate{w}"
 R_FIX_NODE_CPU = "node:contention_runqueue_wait_millicores:ceil_increase{w}"
 R_FIX_MEM_LIMIT = "cgroup:contention_memory_working_set_refaulted_mebibytes:ceil_increase1m"
 R_FIX_MEM_REQUEST = "cgroup:contention_memory_working_set_mebibytes:ceil"
@@ -384,6 +386,12 @@ def remediation_rules(th: Thresholds) -> list[dict[str, Any]]:
             f"and present_over_time({q.s(pq.USAGE)}[1m])",
         },
         {
+            # a workload culprit: its running containers' summed use (rows only while
+            # one of them has a measured use, as the evaluator's)
+            "record": R_FIX_WL_REQUEST.format(w=w),
+            "expr": f"ceil({R_WL_USAGE.format(w=w)} * {MILLI} - {slack})",
+        },
+        {
             "record": R_FIX_NODE_CPU.format(w=w),
             "expr": f"ceil(\n  sum by({q.node}) (\n    {unthrottled_wait}\n  )"
             f" / {num(th.window_s)} * {MILLI} - {slack}\n) > 0",
@@ -535,16 +543,20 @@ def _fix_t(
     whose: str | None,
     culprit_t: str = "",
     texts: tuple[str, str] | None = None,
+    match: tuple[tuple[str, str], ...] | None = None,
 ) -> str:
     """The remediation sentence of ``kind`` with the recording rule's value for this
     alert: the victim's (``whose=""``), the culprit's (``"culprit_"``: its identity
     labels, prefixed) or the node's (None); or the sentence without a value.
-    ``texts``: the (with value, without) sentences, by default the kind's."""
-    own = IDENTITY_LABELS if whose is not None else ()
-    sel = ",".join(f"{lab}=%q" for lab in (*th.join_labels, *own))
-    args = " ".join(
-        [f"$labels.{lab}" for lab in th.join_labels] + [f"$labels.{whose}{lab}" for lab in own]
-    )
+    ``texts``: the (with value, without) sentences, by default the kind's.
+    ``match``: (the record's label, the alert's label) pairs that pick the record's
+    row instead of ``whose``'s identity labels."""
+    if match is None:
+        own = IDENTITY_LABELS if whose is not None else ()
+        match = tuple((lab, f"{whose}{lab}") for lab in own)
+    pairs = (*((lab, lab) for lab in th.join_labels), *match)
+    sel = ",".join(f"{rec}=%q" for rec, _ in pairs)
+    args = " ".join(f"$labels.{alert}" for _, alert in pairs)
     w = th.window_minutes
     with_text, without_text = texts or (TEXT_WITH_VALUE[kind], TEXT_WITHOUT_VALUE[kind])
     with_value = with_text.format(value=VALUE_T, culprit=culprit_t, w=w)
@@ -562,12 +574,27 @@ def remediations(th: Thresholds) -> dict[Kind, str]:
     contended = Kind.CPU_CONTENDED
     return {
         Kind.CPU_THROTTLED: _fix_t(th, Kind.CPU_THROTTLED, R_FIX_CPU_LIMIT.format(w=w), ""),
-        Kind.NOISY_NEIGHBOR: _fix_t(
-            th,
-            Kind.NOISY_NEIGHBOR,
-            R_FIX_CPU_REQUEST.format(w=w),
-            "culprit_",
-            "{{ $labels.culprit }}",
+        # a workload culprit's alert carries culprit_workload, a container's never does
+        Kind.NOISY_NEIGHBOR: (
+            "{{ if $labels.culprit_workload }}"
+            + _fix_t(
+                th,
+                Kind.NOISY_NEIGHBOR,
+                R_FIX_WL_REQUEST.format(w=w),
+                "culprit_",
+                "{{ $labels.culprit }}",
+                TEXT_WORKLOAD_CULPRIT,
+                tuple((lab, lab) for lab in WORKLOAD_LABELS),
+            )
+            + "{{ else }}"
+            + _fix_t(
+                th,
+                Kind.NOISY_NEIGHBOR,
+                R_FIX_CPU_REQUEST.format(w=w),
+                "culprit_",
+                "{{ $labels.culprit }}",
+            )
+            + "{{ end }}"
         ),
         # under sustained steal the sentence points at the VM's host first
         Kind.CPU_CONTENDED: _node_with_t(

@@ -406,7 +406,8 @@ def test_nothing_is_judged_before_sustain_minutes_of_watching(
 
 def test_workload_culprit_says_it_is_a_workload_of_n_containers(th: Thresholds) -> None:
     """A Deployment replaced every two minutes: its name, its member count (gone ones
-    too), the running replica's use against its request, and no single request to size."""
+    too), the running replica's use against its request, and requests adding up to that
+    use as the remediation (none while the replica that just started has no use yet)."""
     from tests.support.corpus import load_scenario
 
     scn = load_scenario(ROOT / "tests/scenarios/080_workload_culprit_replaced.yaml")
@@ -426,5 +427,11 @@ def test_workload_culprit_says_it_is_a_workload_of_n_containers(th: Thresholds) 
         "jobs",
         0,
     )
-    assert f.suggestion is not None and f.suggestion.value is None
-    assert "jobs/Deployment/batch" in f.remediation_text()
+    assert f.suggestion is not None and f.suggestion.value == 1500
+    assert f.suggestion.to_dict()["setting"] == "cpu_request"
+    assert "jobs/Deployment/batch CPU requests that add up to at least 1500m" in (
+        f.remediation_text()
+    )
+    (young,) = evaluate(scn.window_at(6 * 60, th), th, 6 * 60.0)
+    assert young.suggestion is not None and young.suggestion.value is None
+    assert "has a measured use over the window yet" in (young.suggestion.reason or "")
