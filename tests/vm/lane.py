@@ -218,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     if res.status == EXIT_NO_TESTS:
         print("VM lane FAILED: the guest's pytest collected no tests", file=sys.stderr)
         return 1
+    if res.status == 0 and args.results is None:
+        # A passing lane's results are in its output already; a failing one keeps them
+        # (junit.xml, observed.json) for whoever reads the failure.
+        shutil.rmtree(results, ignore_errors=True)
     return res.status
 
 
