@@ -99,13 +99,23 @@ def test_outside_a_checkout_the_stamp_or_unknown(tmp_path: Path) -> None:
     assert revision.git_revision(tmp_path) is None  # not a repository: git cannot say
 
 
+_NOT_THE_SOURCE = (
+    ".git", ".venv", "build", "*.egg-info", "__pycache__", ".hypothesis",
+    ".mypy_cache", ".ruff_cache", ".pytest_cache",
+)  # fmt: skip
+
+
 def test_a_built_wheel_carries_the_revision(tmp_path: Path) -> None:
     """setup.py stamps $CONTENTION_REVISION (or the checkout's HEAD) into the wheel;
     the installed package reads it back (exporter/revision.py)."""
     env = {**os.environ, "CONTENTION_REVISION": "0123abcd-test"}
+    # Built from a copy: setuptools writes build/ and the egg-info next to setup.py,
+    # and a test must not write into the checkout.
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(*_NOT_THE_SOURCE))
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-         "--disable-pip-version-check", "-w", str(tmp_path), str(ROOT)],
+         "--disable-pip-version-check", "-w", str(tmp_path), str(src)],
         capture_output=True,
         text=True,
         env=env,
