@@ -17,6 +17,7 @@ from exporter.findings.model import Kind
 from exporter.identity import Identity
 from exporter.metadata_file import FileIdentityResolver, MetadataFileError
 from exporter.sampler import Sampler
+from tests.support.stand_ins import FakeProbe
 
 PROC_STAT = """cpu  100 0 50 1000 5 0 1 7 0 0
 cpu0 50 0 25 500 2 0 1 3 0 0
@@ -353,43 +354,6 @@ def test_unsupported_node_samples_nothing_and_says_why(tmp_path: Path) -> None:
     assert snap.containers == ()
 
 
-class FakeProbe:
-    """Stands in for the BPF probe (tested on the real kernel in tests/integration):
-    hands the sampler prepared deltas so the folding logic can be checked exactly."""
-
-    loaded = True
-
-    def __init__(self) -> None:
-        from exporter.probe import ProbeStatus, ProbeTotals
-
-        self.status = ProbeStatus(True, "", "", "occupancy")
-        self._totals = ProbeTotals()
-        self.tracked: set[int] = set()
-        self.deltas: list[object] = []
-        self.pruned: list[set[int]] = []
-
-    def set_tracked(self, ids: object) -> None:
-        self.tracked = set(ids)  # type: ignore[call-overload]
-
-    def poll(self) -> object:
-        from exporter.probe import ProbeDelta
-
-        return self.deltas.pop(0) if self.deltas else ProbeDelta(interval_s=1.0)
-
-    def prune(self, live: set[int]) -> int:
-        self.pruned.append(set(live))
-        return 0
-
-    def totals(self) -> object:
-        return self._totals
-
-    def runq_totals(self) -> dict[int, object]:
-        return {}
-
-    def close(self) -> None:
-        self.loaded = False
-
-
 def test_probe_deltas_fold_into_owners(tree: Tree) -> None:
     from exporter.probe import RUNQ_SLOTS, BlameCell, ProbeDelta, RunqDelta
     from exporter.window import CULPRIT_IDLE
@@ -498,7 +462,7 @@ def test_exported_blame_share_counts_the_minute_in_progress(tree: Tree) -> None:
     ids = {p: os.stat(p).st_ino for p in (victim, hog)}
     probe = FakeProbe()
     cfg = AgentConfig(sysfs=str(tree.root / "sys"), procfs=str(tree.root / "proc"))
-    agent = Agent(cfg, load_thresholds(), probe=probe)  # type: ignore[arg-type]
+    agent = Agent(cfg, load_thresholds(), probe=probe)
     agent.run_pass(now=600.0)
     probe.deltas.append(
         ProbeDelta(interval_s=10.0, blame={ids[victim]: {ids[hog]: BlameCell(0.3, 5)}})
