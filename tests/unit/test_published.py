@@ -7,10 +7,13 @@ client can ask for.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import itertools
 import json
 import shutil
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,17 +21,24 @@ from pathlib import Path
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_parse
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from exporter.agent import Agent, AgentConfig
 from exporter.exposition.published import accepts_gzip, wants_openmetrics
 from exporter.exposition.text import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE
 from exporter.findings import load_thresholds
+from exporter.findings.model import Finding
+from exporter.findings.thresholds import Thresholds
 from exporter.probe import ProbeConfig
 from exporter.server import App, Server
+from exporter.window.model import Window
+from tests.support.stand_ins import culprit_ref, findings_per_pass, pass_findings
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 PASS_TS = "contention_sampler_last_pass_timestamp_seconds"
 FINDINGS_TS = "contention_findings_pass_timestamp_seconds"
+PASSES = "contention_sampler_passes"
+T0 = 1_700_000_000  # pass n is taken at T0 + n s (the numbered fixture's clock)
 PROMETHEUS_ACCEPT = (
     "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
     "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
@@ -53,18 +63,47 @@ def node(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture(params=["pass", "scrape"])
-def running(request: pytest.FixtureRequest, node: Path) -> Iterator[tuple[Agent, str]]:
-    agent = make_agent(node, interval=0.002, render=request.param)
+@contextlib.contextmanager
+def serving(agent: Agent) -> Iterator[str]:
+    """The agent's loop (after a first pass) and the HTTP server on 127.0.0.1."""
     server = Server(App(agent.exposition, agent.facts, 0.002, agent.status), "127.0.0.1:0")
     agent.run_pass()
     agent.start()
     server.start()
     try:
-        yield agent, f"http://127.0.0.1:{server.port}"
+        yield f"http://127.0.0.1:{server.port}"
     finally:
         server.stop()
         agent.close()
+
+
+@pytest.fixture(params=["pass", "scrape"])
+def running(request: pytest.FixtureRequest, node: Path) -> Iterator[tuple[Agent, str]]:
+    agent = make_agent(node, interval=0.002, render=request.param)
+    with serving(agent) as base:
+        yield agent, base
+
+
+@pytest.fixture(params=["pass", "scrape"])
+def numbered(
+    request: pytest.FixtureRequest, node: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Agent, str]]:
+    """Passes back to back (every 2 ms) whose every part says which pass it is: pass n
+    is taken at T0 + n seconds (a stand-in clock), and its findings are the stand-in
+    evaluator's for that time: 1 to 3 of them, each naming a culprit after it. The
+    evaluation takes a millisecond, as a real one does at scale, so a scrape that could
+    land between a pass and its evaluation often does."""
+
+    def evaluate(window: Window, th: Thresholds, now: float) -> list[Finding]:
+        time.sleep(0.001)
+        return pass_findings(window, th, now)
+
+    monkeypatch.setattr("exporter.agent.evaluate", evaluate)
+    agent = make_agent(node, interval=0.002, render=request.param)
+    ticks = itertools.count(T0 + 1)
+    agent.sampler.clock = lambda: float(next(ticks))
+    with serving(agent) as base:
+        yield agent, base
 
 
 def get(url: str, accept: str = "", encoding: str = "") -> tuple[int, dict[str, str], bytes]:
@@ -73,25 +112,39 @@ def get(url: str, accept: str = "", encoding: str = "") -> tuple[int, dict[str, 
         return resp.status, dict(resp.headers), resp.read()
 
 
-def values(text: str, openmetrics: bool) -> dict[str, float]:
+def families(text: str, openmetrics: bool) -> dict[str, list[Sample]]:
     parse = om_parse if openmetrics else text_string_to_metric_families
-    out = {}
-    for fam in parse(text):
-        for s in fam.samples:
-            if not s.labels:
-                out[s.name] = float(s.value)
-    return out
+    return {fam.name: fam.samples for fam in parse(text)}
 
 
-def test_every_scrape_shows_one_pass_with_its_own_findings(running: tuple[Agent, str]) -> None:
-    """Passes run back to back (every 2 ms) while 240 scrapes in four formats arrive:
-    in every one, the pass the findings were evaluated for is the pass every other
-    series comes from. (Before each pass was published whole, a scrape between the
-    snapshot and the evaluation paired pass N+1's series with pass N's findings.)"""
-    agent, base = running
+def one(fams: dict[str, list[Sample]], name: str) -> float:
+    """The value of an unlabelled family's one sample."""
+    (s,) = fams[name]
+    return float(s.value)
+
+
+def test_every_scrape_shows_one_pass_with_its_own_findings(
+    numbered: tuple[Agent, str],
+) -> None:
+    """Passes run back to back (every 2 ms) while 240 scrapes in four formats and 60
+    /findings requests arrive: in every one, each value that says which pass it is
+    comes from the same pass, the one contention_sampler_passes_total counts: the
+    pass's time, the time the findings were evaluated for, and every
+    contention_finding row (which rows, and the culprits they name). (Before each pass
+    was published whole, a scrape between the snapshot and the evaluation paired pass
+    N+1's series with pass N's findings.)"""
+    agent, base = numbered
     variants = [("", ""), ("", "gzip"), (PROMETHEUS_ACCEPT, "gzip"), (PROMETHEUS_ACCEPT, "")]
-    seen: set[float] = set()
-    for i in range(240):
+    seen: set[int] = set()
+    for i in range(300):
+        if i % 5 == 4:  # /findings: the document of one pass, too
+            status, _, body = get(base + "/findings")
+            assert status == 200
+            doc = json.loads(body)
+            at = doc["evaluated_at"]
+            refs = {f["culprit"]["ref"] for f in doc["findings"]}
+            assert refs == expected_culprits(at), f"/findings request {i} mixes two passes"
+            continue
         accept, encoding = variants[i % len(variants)]
         status, headers, body = get(base + "/metrics", accept, encoding)
         assert status == 200
@@ -100,11 +153,20 @@ def test_every_scrape_shows_one_pass_with_its_own_findings(running: tuple[Agent,
             body = gzip.decompress(body)
         om = bool(accept)
         assert headers["Content-Type"] == (OPENMETRICS_CONTENT_TYPE if om else TEXT_CONTENT_TYPE)
-        v = values(body.decode(), om)
-        assert v[FINDINGS_TS] == v[PASS_TS], f"scrape {i} mixes two passes"
-        seen.add(v[PASS_TS])
+        fams = families(body.decode(), om)
+        n = int(one(fams, PASSES))
+        at = T0 + n
+        rows = {s.labels["culprit"] for s in fams["contention_finding"]}
+        got = (one(fams, PASS_TS), one(fams, FINDINGS_TS), rows)
+        assert got == (at, at, expected_culprits(at)), f"scrape {i} mixes two passes"
+        seen.add(n)
     assert agent.sampler.passes > 20
     assert len(seen) > 10, "the scrapes did not overlap with many passes"
+
+
+def expected_culprits(at: float) -> set[str]:
+    """The culprits the pass taken at ``at`` names (the stand-in evaluator's)."""
+    return {culprit_ref(at, i) for i in range(findings_per_pass(at))}
 
 
 def test_findings_and_health_come_from_the_published_pass(running: tuple[Agent, str]) -> None:
