@@ -25,6 +25,8 @@ SKIP_REASONS = {
     "core": (REASON_NOT_ROOT, REASON_NO_BTF, REASON_LIBBPF_MISSING),
     "bcc": (REASON_NOT_ROOT, REASON_NO_BCC, REASON_NO_HEADERS, REASON_NO_TRACEFS),
 }
+# --probe.loader auto (the default: the exporter and diagnose choose): either one's.
+SKIP_REASONS["auto"] = tuple(dict.fromkeys(SKIP_REASONS["core"] + SKIP_REASONS["bcc"]))
 LOADERS = ("core", "bcc")
 
 
