@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from exporter.agent import Agent, AgentConfig
 from exporter.cgroupfs.discovery import CgroupKind
 from exporter.commands import build_parser
 from exporter.exposition.findings import finding_families
@@ -30,6 +31,7 @@ from exporter.identity import Identity
 from exporter.window import ContainerWindow, MinuteFold, NodeFold, Window
 from tests.support.corpus import load_corpus
 from tests.support.promtool_tests import alert_labels
+from tests.support.stand_ins import FakeProbe, pass_findings
 
 ROOT = Path(__file__).resolve().parents[2]
 T = 5940.0  # at 99m: minutes 94..98 are the window, 97 and 98 the sustain minutes
@@ -361,6 +363,45 @@ def test_cli_diagnose_runs_the_agent_on_a_node(capsys: pytest.CaptureFixture[str
     doc = json.loads(capsys.readouterr().out)
     assert doc["probe_loaded"] is False and doc["findings"] == []
     assert doc["containers"] > 0 and doc["window_minutes"] == 5
+
+
+def test_cli_diagnose_with_the_probe_loaded_says_so_next_to_the_culprit(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """diagnose with the scheduler probe loaded (a stand-in; the real one in
+    tests/integration/test_diagnose_kernel.py) and a finding naming a culprit (the
+    stand-in evaluator): the probe line, the evidence and --json say the probe was
+    loaded, and "no blame" appears nowhere. (diagnose once closed the agent, and the
+    probe with it, before reading what it printed: "probe not loaded (no blame)" next
+    to a named culprit.)"""
+    probes: list[FakeProbe] = []
+
+    def agent(config: AgentConfig, th: Thresholds) -> Agent:
+        probes.append(FakeProbe())
+        return Agent(config, th, probe=probes[-1])
+
+    monkeypatch.setattr("exporter.commands.diagnose.Agent", agent)
+    monkeypatch.setattr("exporter.agent.evaluate", pass_findings)
+    root = ROOT / "tests/fixtures/v2-systemd"
+    node = ["--path.sysfs", str(root / "sys"), "--path.procfs", str(root / "proc")]
+    args = ["diagnose", "--duration", "0.01", "--quiet", *node]
+    a = _parser().parse_args(args)
+    assert a.handler(a) == 0
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    assert "scheduler probe loaded by core" in first and "culprits can be named" in first
+    assert "no blame" not in out and "probe_loaded: false" not in out, out
+    named = [r.split() for r in out.splitlines() if " noisy-neighbor " in r]
+    assert named and all(r[3].startswith("pass-at-") for r in named), out
+    assert "probe_loaded: true" in out
+    a = _parser().parse_args([*args, "--json"])
+    assert a.handler(a) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["probe_loaded"] is True and doc["findings"], doc
+    for f in doc["findings"]:
+        assert f["culprit"]["ref"].startswith("pass-at-")
+        assert f["evidence"]["probe_loaded"] is True
+    assert [p.loaded for p in probes] == [False, False]  # diagnose closed it, afterwards
 
 
 def test_the_minute_that_just_ended_may_not_be_folded_yet(th: Thresholds) -> None:
