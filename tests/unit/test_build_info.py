@@ -105,9 +105,11 @@ _NOT_THE_SOURCE = (
 )  # fmt: skip
 
 
-def test_a_built_wheel_carries_the_revision(tmp_path: Path) -> None:
+def test_a_built_wheel_carries_the_revision_and_only_the_product(tmp_path: Path) -> None:
     """setup.py stamps $CONTENTION_REVISION (or the checkout's HEAD) into the wheel;
-    the installed package reads it back (exporter/revision.py)."""
+    the installed package reads it back (exporter/revision.py). The wheel ships the
+    product and nothing else (pyproject.toml's package-data; checked here, on the same
+    build)."""
     env = {**os.environ, "CONTENTION_REVISION": "0123abcd-test"}
     # Built from a copy: setuptools writes build/ and the egg-info next to setup.py,
     # and a test must not write into the checkout.
@@ -125,6 +127,7 @@ def test_a_built_wheel_carries_the_revision(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("contention_exporter-*.whl")
     with zipfile.ZipFile(wheel) as z:
         assert z.read("exporter/data/REVISION").decode().strip() == "0123abcd-test"
+        assert_only_the_product(z.namelist(), src)
         z.extractall(tmp_path / "site")
     code = "from exporter.revision import revision; print(revision())"
     out = subprocess.run(
@@ -137,3 +140,25 @@ def test_a_built_wheel_carries_the_revision(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "0123abcd-test"
+
+
+def assert_only_the_product(names: list[str], src: Path) -> None:
+    """``names``, a wheel's, are the exporter package and the wheel's metadata: every
+    module, the data files, the probe's compiled object and the sources its BCC
+    fallback compiles; not labs/, tests/, bench/, the benchmark programs (bpf/bench_*)
+    or anything compiled on the build machine."""
+    tops = {n.split("/")[0] for n in names}
+    dist_info = {t for t in tops if t.startswith("contention_exporter-")}
+    assert len(dist_info) == 1 and tops == {"exporter", *dist_info}, sorted(tops)
+    assert dist_info.pop().endswith(".dist-info")
+    shipped = {n for n in names if n.startswith("exporter/")}
+    pkg = src / "exporter"
+    modules = {f"exporter/{p.relative_to(pkg)}" for p in pkg.rglob("*.py")}
+    data = {f"exporter/data/{p.name}" for p in (pkg / "data").iterdir()}
+    bpf = {p.name for p in (pkg / "bpf").iterdir()}
+    bench = {b for b in bpf if b.startswith("bench_")}
+    assert bench and "sched_probe.bpf.o" in bpf  # the source has both
+    probe = {f"exporter/bpf/{b}" for b in bpf - bench}
+    want = modules | data | probe | {"exporter/py.typed", "exporter/data/REVISION"}
+    assert "exporter/bpf/sched_probe.bpf.o" in want and "exporter/data/thresholds.yaml" in want
+    assert shipped == want, (sorted(shipped - want), sorted(want - shipped))
