@@ -4,8 +4,10 @@
 listen address through ``exporter.web`` (dual-stack sockets, TLS and basic auth from
 ``--web.config.file``, bounded threads, connections and timeouts). Every request takes
 the published pass once (``Exposition.current()``) and answers from it: ``/metrics``
-and ``/findings`` are bytes made with the pass, so a scrape does no file I/O, never
-mixes two passes, and only sends bytes (``exporter.exposition.published``).
+and ``/findings`` are made from the pass, so a scrape never reads the node and never
+mixes two passes; it sends the bytes rendered for the pass, or renders them on arrival
+when nobody expected it (reading ``/proc/self`` for ``process_*``;
+``exporter.exposition.published``).
 """
 
 from __future__ import annotations

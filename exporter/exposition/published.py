@@ -5,7 +5,7 @@ snapshot and the findings evaluated from that same pass). :meth:`Exposition.publ
 builds every family from it once, wraps them with the ``/findings`` document in one
 immutable :class:`Published`, and swaps it in with a single reference assignment. A
 request takes that reference once and serves from it, so a scrape never mixes two
-passes and never touches the filesystem.
+passes and never reads the node (a render reads ``/proc/self`` for ``process_*``).
 
 Building the families and rendering them as text (and gzip) is the costly part of a
 scrape at 1,000 containers. It happens at most once per pass and format, never per
