@@ -114,6 +114,18 @@ class StandInProbe:
         self.loaded = False
 
 
+def series_per_cgroup(text: str) -> dict[str, int]:
+    """Samples of a text exposition per tracked cgroup they name (its identity labels;
+    culprit labels do not count)."""
+    per: dict[str, int] = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not _OWN.search(line):
+            continue
+        key = ",".join(_IDENT.findall(line))  # whose series it is
+        per[key] = per.get(key, 0) + 1
+    return per
+
+
 def _settings(collectors: list[str]) -> list[tuple[str, bool, frozenset[str] | None]]:
     """(name, probe, optional collectors: None where this revision has no such option)."""
     out: list[tuple[str, bool, frozenset[str] | None]] = [
@@ -165,14 +177,8 @@ def measure(sysfs: str, procfs: str, metadata: str, passes: int) -> dict[str, An
         om = render(families, openmetrics=True)
         text = render(families, openmetrics=False)
         agent.close()
-        per: dict[str, int] = {}
-        series = 0
-        for line in text.decode().splitlines():
-            if line.startswith("#") or not _OWN.search(line):
-                continue
-            series += 1
-            key = ",".join(_IDENT.findall(line))  # whose series it is
-            per[key] = per.get(key, 0) + 1
+        per = series_per_cgroup(text.decode())
+        series = sum(per.values())
         results[name] = {
             "tracked_cgroups": tracked,
             "series_per_container": round(series / tracked, 2),

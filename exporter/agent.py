@@ -164,7 +164,7 @@ class Agent:
         window: Window | None
         try:
             window = self.sampler.window()
-            findings = tuple(evaluate(window, th, now))
+            findings = tuple(evaluate(window, th, now, self.config.probe.top_k))
             blame = self._blame(snap, window) if snap.probe is not None else {}
             ok = True
         except Exception as e:  # a bug must cost the findings, not the pass

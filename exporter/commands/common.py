@@ -148,7 +148,9 @@ def _add_probe_arguments(p: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=DEFAULT_TOP_K,
         metavar="K",
-        help="culprits exported per victim in contention_blame_share (default: %(default)s)",
+        help="culprits exported per victim, and judged by the findings: its K largest, "
+        "single culprits (contention_blame_share) and workloads "
+        "(contention_workload_blame_share) together (default: %(default)s)",
     )
     g.add_argument(
         "--probe.antagonists",

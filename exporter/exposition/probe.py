@@ -4,12 +4,13 @@ Per victim (its identity labels, ``Identity.series_labels``):
 
 * ``contention_runqueue_latency_seconds`` histogram (cumulative, every bound present;
   its ``_sum`` is the total wait);
-* ``contention_blame_share`` gauge: the top-K culprits' shares of the victim's wait
-  over the window, with ``culprit_kind``, ``culprit`` and the culprit's own identity
-  labels prefixed ``culprit_`` (join on the culprit's series);
-* ``contention_workload_blame_share`` gauge: the top-K workloads' shares (all their
-  containers together, running or gone), with ``culprit_kind="workload"``, ``culprit``,
-  ``culprit_namespace`` and ``culprit_workload`` (docs/findings.md#workload-culprits).
+* ``contention_blame_share`` gauge: culprits' shares of the victim's wait over the
+  window, with ``culprit_kind``, ``culprit`` and the culprit's own identity labels
+  prefixed ``culprit_`` (join on the culprit's series);
+* ``contention_workload_blame_share`` gauge: workloads' shares (all their containers
+  together, running or gone), with ``culprit_kind="workload"``, ``culprit``,
+  ``culprit_namespace`` and ``culprit_workload`` (docs/findings.md#workload-culprits);
+  the two together carry the victim's top-K culprits (``top_culprits``).
 
 Per node: ``contention_antagonist_wait_seconds_total`` (the top-K culprits by the wait
 they caused to other victims over the window, with the cumulative count),
@@ -18,7 +19,7 @@ map occupancy, capacity and update failures, sched_switch events seen, and the
 programs' kernel run time (non-zero only with ``kernel.bpf_stats_enabled=1``).
 
 Series per victim: len(RUNQ_BOUNDS_S) + 3 (histogram: the buckets, +Inf, _count,
-_sum) + top-K (blame) + at most top-K (workloads) = 14 with K = 3.
+_sum) + top-K (blame and workload shares together) = 11 with K = 3.
 """
 
 from __future__ import annotations
@@ -38,9 +39,8 @@ from ..probe.blame import (
     DEFAULT_ANTAGONIST_TOP_K,
     DEFAULT_TOP_K,
     antagonists,
-    blame_shares,
+    top_culprits,
     unknown_blame_ratio,
-    workload_shares,
 )
 from ..probe.culprit import ROOT_CGROUP_ID
 from ..probe.histogram import RUNQ_BOUNDS_S, cumulative_buckets
@@ -97,13 +97,13 @@ def build_probe_families(
     share = GaugeMetricFamily(
         "contention_blame_share",
         "Share of the victim's run-queue wait over the window spent behind this culprit "
-        f"(top {top_k}).",
+        f"(one of the victim's top {top_k} culprits, workloads included).",
     )
     workload = GaugeMetricFamily(
         "contention_workload_blame_share",
         "Share of the victim's run-queue wait over the window spent behind the containers "
         "of one workload together (Deployment, CronJob, StatefulSet, ...), running or "
-        f"gone (top {top_k}).",
+        f"gone (one of the victim's top {top_k} culprits, single containers included).",
     )
     windows: list[Mapping[CulpritKey, float]] = []
     by_victim: dict[int, Mapping[CulpritKey, float]] = {}
@@ -119,9 +119,10 @@ def build_probe_families(
             buckets = cumulative_buckets(v.runq.counts, bounds_s)
             add_histogram(hist, labels, buckets, v.runq.sum_s)
         windows.append(v.blame_window_s)
-        for b in blame_shares(v.blame_window_s, identities, top_k, root_ids):
+        top = top_culprits(v.blame_window_s, identities, v.cgroup_id, top_k, root_ids)
+        for b in top.containers:
             add(share, {**labels, **b.culprit.labels(ambiguous)}, b.share)
-        for ws in workload_shares(v.blame_window_s, identities, v.cgroup_id, top_k, root_ids):
+        for ws in top.workloads:
             add(workload, {**labels, **ws.labels()}, ws.share)
     families += [hist, share, workload]
 

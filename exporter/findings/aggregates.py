@@ -15,7 +15,7 @@ from typing import Any
 
 from ..cgroupfs.discovery import CgroupKind
 from ..identity import Identity
-from ..probe.blame import blame_shares
+from ..probe.blame import BlameShare, blame_shares
 from ..probe.culprit import NamedCulprit, classify_culprit
 from ..window.model import ContainerWindow, CulpritKey, MinuteFold, Window
 from .model import CULPRIT_SELF
@@ -154,17 +154,29 @@ def culprit_shares(
 
     Classification and shares are the probe's (``exporter.probe.blame``), which is what
     ``contention_blame_share`` exports, so the rules and the evaluator test the same
-    numbers. The victim's own cgroup is marked ``self`` here; the rules exclude it with
-    a join on ``culprit_cgroup == cgroup``. Empty without probe data.
+    numbers (which culprits are judged: ``top_culprits``). The victim's own cgroup is
+    marked ``self`` here; the rules exclude it with a join on ``culprit_cgroup ==
+    cgroup``. Empty without probe data.
     """
     sums = window_blame(window, cgroup_id, now, th, clock)
     if idents is None:
         idents = identities(window)
+    return named_shares(sums, blame_shares(sums, idents), cgroup_id, idents)
+
+
+def named_shares(
+    sums: Mapping[CulpritKey, float],
+    shares: Iterable[BlameShare],
+    cgroup_id: int,
+    idents: Mapping[int, Identity],
+) -> list[CulpritShare]:
+    """``shares`` of the victim ``cgroup_id``'s blame ``sums`` with the blame key and
+    identity a finding needs to name each (the victim itself: ``self``)."""
     first_key: dict[NamedCulprit, CulpritKey] = {}
     for key in sums:
         first_key.setdefault(classify_culprit(key, idents), key)
     out = []
-    for b in blame_shares(sums, idents, top_k=None):
+    for b in shares:
         key = first_key[b.culprit]
         kind = str(b.culprit.kind)
         if key == cgroup_id:

@@ -13,7 +13,13 @@ from typing import Any
 
 from ..cgroupfs.discovery import CgroupKind
 from ..identity import Identity
-from ..probe.blame import WorkloadShare, workload_shares
+from ..probe.blame import (
+    DEFAULT_TOP_K,
+    TopCulprits,
+    WorkloadShare,
+    blame_shares,
+    top_culprits,
+)
 from ..probe.culprit import classify_culprit
 from ..window.model import ContainerWindow, MinuteFold, NodeFold, Window
 from . import messages, suggest
@@ -21,10 +27,10 @@ from .aggregates import (
     Clock,
     Overage,
     cpu_usage_cores,
-    culprit_shares,
     folds_in,
     identities,
     memory_overages,
+    named_shares,
     throttle_totals,
     watched,
     window_blame,
@@ -58,11 +64,16 @@ from .signals import (
 from .thresholds import Thresholds
 
 
-def evaluate(window: Window, thresholds: Thresholds, now: float) -> list[Finding]:
-    """All findings for the window at ``now`` (epoch seconds), most severe first."""
+def evaluate(
+    window: Window, thresholds: Thresholds, now: float, top_k: int = DEFAULT_TOP_K
+) -> list[Finding]:
+    """All findings for the window at ``now`` (epoch seconds), most severe first.
+    ``top_k``: the culprits judged per victim, the ``--probe.top-k`` the blame series
+    are exported with (the rules see only those)."""
     th = thresholds
     clock = Clock.at(now, th, window)
-    ctx = _Context(window, th, now, clock, identities(window), {n.minute: n for n in window.node})
+    node = {n.minute: n for n in window.node}
+    ctx = _Context(window, th, now, clock, identities(window), node, top_k)
     findings: list[Finding] = []
     for cid, cw in sorted(window.containers.items(), key=lambda kv: kv[1].identity.cgroup):
         if watched(cw, clock):  # too young to judge otherwise (it can still be a culprit)
@@ -89,9 +100,10 @@ class _Context:
         clock: Clock,
         idents: Mapping[int, Identity],
         node: dict[int, NodeFold],
+        top_k: int,
     ) -> None:
         self.window, self.th, self.now, self.clock = window, th, now, clock
-        self.idents, self.node = idents, node
+        self.idents, self.node, self.top_k = idents, node, top_k
         self._overages: list[Overage] | None = None
         # The node's CPU steal share in each sustain minute (None: not measured).
         self.steal = [node_steal(node.get(m), window.node_cpu_cores) for m in clock.sustain]
@@ -206,7 +218,11 @@ def _cpu_stall_findings(
     sev = _cpu_severity(latest, th)
     first = float(_run_start(list(cms), lambda m: cms[m].stalled(th), clock.latest))
     last = float(clock.latest + 60)
-    shares = culprit_shares(window, cid, ctx.now, th, clock, ctx.idents)
+    blame = window_blame(window, cid, ctx.now, th, clock)
+    # Every culprit for the evidence; the test judges the victim's top K culprits only,
+    # single ones and workloads together: what the blame series export to the rules.
+    shares = named_shares(blame, blame_shares(blame, ctx.idents), cid, ctx.idents)
+    top = top_culprits(blame, ctx.idents, cid, ctx.top_k)
     ev = _cpu_evidence(cms, clock, throttle)
     ev["probe_loaded"] = window.probe_loaded
     ev["node_cpu_steal_ratio"] = list(ctx.steal)
@@ -233,7 +249,7 @@ def _cpu_stall_findings(
         )
 
     out: list[Finding] = []
-    for b in shares:
+    for b in named_shares(blame, top.containers, cid, ctx.idents):
         if b.culprit_kind not in NAMEABLE_CULPRIT_KINDS or b.share < th.blame_share:
             continue
         assert isinstance(b.key, int) and b.identity is not None
@@ -253,7 +269,7 @@ def _cpu_stall_findings(
         )
         out.append(noisy(culprit, suggest.cpu_request(b.ref, ccw, usage, request, clock, th)))
     if not out:  # no container alone: the containers of one workload together?
-        out = [noisy(c, suggest.workload_request(c, th)) for c in _workload_culprits(ctx, cid)]
+        out = [noisy(c, suggest.workload_request(c, th)) for c in _workload_culprits(ctx, top)]
     if out:
         return out
     return [
@@ -276,14 +292,13 @@ def _cpu_stall_findings(
     ]
 
 
-def _workload_culprits(ctx: _Context, cid: int) -> list[Culprit]:
-    """Workloads whose containers together pass the culprit test for victim ``cid``:
+def _workload_culprits(ctx: _Context, top: TopCulprits) -> list[Culprit]:
+    """The victim's top workloads whose containers together pass the culprit test:
     their summed share of its wait at or above blameShare, and their running members'
     summed use above their summed requests (docs/findings.md#workload-culprits)."""
     th, clock = ctx.th, ctx.clock
-    blame = window_blame(ctx.window, cid, ctx.now, th, clock)
     out = []
-    for ws in workload_shares(blame, ctx.idents, cid, top_k=None):
+    for ws in top.workloads:
         if ws.share < th.blame_share:
             continue
         use = workload_use(ctx.window, ws.namespace, ws.workload, clock, th)

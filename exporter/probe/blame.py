@@ -1,7 +1,9 @@
 """Blame shares: a victim's run-queue wait split among its culprits (pure).
 
-``contention_blame_share`` exports these numbers and the finding evaluator decides on
-the same ones, so the rules and the evaluator test the same values.
+``contention_blame_share`` and ``contention_workload_blame_share`` export these
+numbers for the culprits :func:`top_culprits` picks, and the finding evaluator judges
+the same culprits on the same numbers, so the rules and the evaluator test the same
+values.
 """
 
 from __future__ import annotations
@@ -26,14 +28,15 @@ class BlameShare:
 def blame_shares(
     blame_window_s: Mapping[CulpritKey, float],
     identities: Mapping[int, Identity],
-    top_k: int | None = DEFAULT_TOP_K,
     root_ids: Collection[int] = (ROOT_CGROUP_ID,),
 ) -> list[BlameShare]:
-    """Culprits of one victim, largest share first (ties by name), at most ``top_k``.
+    """Every culprit of one victim, largest share first (ties by name); which of them
+    are exported and judged: :func:`top_culprits`.
 
     Keys that name the same culprit (several unknown ids, say) are merged first, so no
     two entries carry the same labels. Shares are of *all* the victim's wait (idle and
-    unattributed included), so the top-K shares need not sum to 1.
+    unattributed included), so the top-K shares need not sum to 1. Every kind ranks:
+    idle, unknown, the kernel and the victim's own cgroup too.
     """
     total = sum(w for w in blame_window_s.values() if w > 0)
     if total <= 0:
@@ -45,8 +48,6 @@ def blame_shares(
         c = classify_culprit(key, identities, root_ids)
         merged[c] = merged.get(c, 0.0) + wait
     ranked = sorted(merged.items(), key=lambda kv: (-kv[1], kv[0].culprit, kv[0].cgroup))
-    if top_k is not None:
-        ranked = ranked[:top_k]
     return [BlameShare(c, w / total, w) for c, w in ranked]
 
 
@@ -150,15 +151,14 @@ def workload_shares(
     blame_window_s: Mapping[CulpritKey, float],
     identities: Mapping[int, Identity],
     victim_id: int,
-    top_k: int | None = DEFAULT_TOP_K,
     root_ids: Collection[int] = (ROOT_CGROUP_ID,),
 ) -> list[WorkloadShare]:
     """A victim's wait behind each workload, summed over the workload's containers
     (those still running and those gone whose names are kept), for workloads with at
-    least two containers in the victim's blame, largest first (ties by name), at most
-    ``top_k``. Shares are of all the victim's wait, like
-    :func:`blame_shares`. The victim's wait behind itself is no workload's (it can be
-    one of the workload's replicas: the others still count)."""
+    least two containers in the victim's blame, largest first (ties by name); which of
+    them are exported and judged: :func:`top_culprits`. Shares are of all the victim's
+    wait, like :func:`blame_shares`. The victim's wait behind itself is no workload's
+    (it can be one of the workload's replicas: the others still count)."""
     total = sum(w for w in blame_window_s.values() if w > 0)
     if total <= 0:
         return []
@@ -181,4 +181,44 @@ def workload_shares(
         if len(members[(ns, wl)]) >= MIN_WORKLOAD_MEMBERS
     ]
     out.sort(key=lambda x: (-x.wait_s, x.ref))
-    return out if top_k is None else out[:top_k]
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class TopCulprits:
+    """A victim's ``top_k`` largest culprits, single culprits and workloads together:
+    what ``contention_blame_share`` (``containers``) and
+    ``contention_workload_blame_share`` (``workloads``) export, and all the evaluator
+    judges. One budget of K series per victim (docs/metrics.md#cardinality)."""
+
+    containers: tuple[BlameShare, ...]  # every kind: pod, system, kernel, idle, unknown
+    workloads: tuple[WorkloadShare, ...]
+
+
+def top_culprits(
+    blame_window_s: Mapping[CulpritKey, float],
+    identities: Mapping[int, Identity],
+    victim_id: int,
+    top_k: int = DEFAULT_TOP_K,
+    root_ids: Collection[int] = (ROOT_CGROUP_ID,),
+) -> TopCulprits:
+    """The victim's ``top_k`` largest culprits by share: the entries of
+    :func:`blame_shares` (any kind, the victim's own cgroup included, as before
+    workloads existed) and of :func:`workload_shares` (two or more containers) ranked
+    together, ties by name (the ``culprit`` label; a single culprit before a workload
+    of the same name). A workload outranks each of its members (its share is theirs
+    summed), so a container can make way for its own workload."""
+    ranked: list[tuple[float, str, int, str, BlameShare | WorkloadShare]] = [
+        (-b.wait_s, b.culprit.culprit, 0, b.culprit.cgroup, b)
+        for b in blame_shares(blame_window_s, identities, root_ids)
+    ]
+    ranked += [
+        (-ws.wait_s, ws.ref, 1, "", ws)
+        for ws in workload_shares(blame_window_s, identities, victim_id, root_ids)
+    ]
+    ranked.sort(key=lambda r: r[:4])
+    top = [r[4] for r in ranked[:top_k]]
+    return TopCulprits(
+        containers=tuple(x for x in top if isinstance(x, BlameShare)),
+        workloads=tuple(x for x in top if isinstance(x, WorkloadShare)),
+    )

@@ -19,7 +19,7 @@ class ProbeConfig:
     attribution: str = "occupancy"  # one of ATTRIBUTIONS
     min_wait_us: float = 50.0  # shorter waits stay out of the blame matrix
     kernel_source: str | None = None  # BCC headers; None: status.find_kernel_source()
-    top_k: int = DEFAULT_TOP_K  # culprits exported per victim
+    top_k: int = DEFAULT_TOP_K  # culprits exported (and judged) per victim, workloads included
     antagonist_top_k: int = DEFAULT_ANTAGONIST_TOP_K  # culprits ranked per node
     loader: str = "auto"  # one of LOADER_CHOICES: CO-RE, else BCC (docs/probe.md)
     btf_path: str = DEFAULT_BTF  # the kernel BTF the CO-RE object is relocated against

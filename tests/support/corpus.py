@@ -57,7 +57,7 @@ from exporter.findings.model import CULPRIT_UNKNOWN
 from exporter.findings.thresholds import Thresholds
 from exporter.identity import Identity
 from exporter.probe.blame import DEFAULT_TOP_K as BLAME_TOP_K
-from exporter.probe.blame import blame_shares, workload_shares
+from exporter.probe.blame import top_culprits
 from exporter.probe.histogram import RUNQ_BOUNDS_S, le_label
 from exporter.window import (
     CULPRIT_IDLE,
@@ -355,7 +355,6 @@ class Scenario:
                 counter("contention_runqueue_latency_seconds_sum", lab, pm["wait_s"])
             if name in self.blame:
                 out.extend(self._blame_series(mem, th, labels))
-                out.extend(self._workload_series(mem, th, labels))
         start, end = 0, None  # the node's series exist from the first minute
         node_lab = "{" + ",".join(f'{k}="{v}"' for k, v in target_pairs) + "}"
         if "mem_some_s" in self.node:
@@ -370,57 +369,38 @@ class Scenario:
         return out
 
     def _blame_series(self, mem: Member, th: Thresholds, labels: Any) -> list[dict[str, str]]:
-        """contention_blame_share exactly as the probe's collector exports it (top K)."""
-        per_t: list[dict[tuple[tuple[str, str], ...], float]] = []
-        keys: dict[tuple[tuple[str, str], ...], None] = {}
+        """contention_blame_share and contention_workload_blame_share exactly as the
+        probe's collector exports them: the victim's top K culprits (top_culprits)."""
+        per_t: list[dict[tuple[str, tuple[tuple[str, str], ...]], float]] = []
+        keys: dict[tuple[str, tuple[tuple[str, str], ...]], None] = {}
         for k in range(self.minutes + 1):
             t = k * 60
             w = self.window_at(t, th)
-            row: dict[tuple[tuple[str, str], ...], float] = {}
             sums = window_blame(w, mem.cgroup_id, t, th)
-            for b in blame_shares(sums, identities(w), top_k=BLAME_TOP_K):
-                lab = tuple(b.culprit.labels().items())
-                row[lab] = b.share
-                keys[lab] = None
-            per_t.append(row)
-        out = []
-        for lab in keys:
-            vals = []
-            for k, row in enumerate(per_t):
-                v = row.get(lab)
-                # Absent from the top K: the exporter stops exporting it; 0 decides the same.
-                vals.append("_" if k <= mem.start else _fmt(v if v is not None else 0.0))
-            out.append(
+            top = top_culprits(sums, identities(w), mem.cgroup_id, BLAME_TOP_K)
+            row = {
+                ("contention_blame_share", tuple(b.culprit.labels().items())): b.share
+                for b in top.containers
+            }
+            row.update(
                 {
-                    "series": "contention_blame_share" + labels(mem.identity, **dict(lab)),
-                    "values": " ".join(vals),
+                    ("contention_workload_blame_share", tuple(ws.labels().items())): ws.share
+                    for ws in top.workloads
                 }
             )
-        return out
-
-    def _workload_series(self, mem: Member, th: Thresholds, labels: Any) -> list[dict[str, str]]:
-        """contention_workload_blame_share exactly as the probe's collector exports it."""
-        per_t: list[dict[tuple[tuple[str, str], ...], float]] = []
-        keys: dict[tuple[tuple[str, str], ...], None] = {}
-        for k in range(self.minutes + 1):
-            t = k * 60
-            w = self.window_at(t, th)
-            sums = window_blame(w, mem.cgroup_id, t, th)
-            row = {}
-            for ws in workload_shares(sums, identities(w), mem.cgroup_id, top_k=BLAME_TOP_K):
-                lab = tuple(ws.labels().items())
-                row[lab] = ws.share
-                keys[lab] = None
+            keys.update(dict.fromkeys(row))
             per_t.append(row)
+        # Out of the top K: the exporter stops exporting it; 0 decides the same.
         return [
             {
-                "series": "contention_workload_blame_share" + labels(mem.identity, **dict(lab)),
+                "series": name + labels(mem.identity, **dict(lab)),
                 "values": " ".join(
-                    "_" if k <= mem.start else _fmt(row.get(lab, 0.0))
+                    "_" if k <= mem.start else _fmt(row.get((name, lab), 0.0))
                     for k, row in enumerate(per_t)
                 ),
             }
-            for lab in keys
+            # the blame shares first, as the exposition lists its families
+            for name, lab in sorted(keys, key=lambda nk: nk[0] != "contention_blame_share")
         ]
 
 

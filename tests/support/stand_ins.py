@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from exporter.findings.model import CULPRIT_POD, Culprit, Finding, Kind, Severity, Victim
 from exporter.findings.thresholds import Thresholds
-from exporter.probe import ProbeDelta, ProbeStatus, ProbeTotals, RunqHistogram
+from exporter.probe import DEFAULT_TOP_K, ProbeDelta, ProbeStatus, ProbeTotals, RunqHistogram
 from exporter.probe.status import REASON_NOT_LOADED
 from exporter.window.model import Window
 
@@ -56,7 +56,9 @@ def findings_per_pass(now: float) -> int:
     return 1 + int(now) % 3
 
 
-def pass_findings(window: Window, th: Thresholds, now: float) -> list[Finding]:
+def pass_findings(
+    window: Window, th: Thresholds, now: float, top_k: int = DEFAULT_TOP_K
+) -> list[Finding]:
     """An evaluator (``exporter.findings.evaluate``'s signature) whose findings say which
     pass they were evaluated for: :func:`findings_per_pass` noisy-neighbor findings about
     the window's first container, each blaming a culprit named :func:`culprit_ref`.

@@ -93,7 +93,7 @@ def test_root_id_without_identity_is_the_kernel() -> None:
     assert classify_culprit(77, {}, root_ids=(77,)).kind is CulpritKind.KERNEL
 
 
-def test_blame_shares_topk_merge_and_order() -> None:
+def test_blame_shares_merge_and_order() -> None:
     window: dict[CulpritKey, float] = {
         20: 6.0,
         40: 1.0,
@@ -103,11 +103,16 @@ def test_blame_shares_topk_merge_and_order() -> None:
         556: 0.75,
         10: 0.0,  # nothing: dropped
     }
-    top = blame_shares(window, IDS, top_k=3)
-    assert [b.culprit.culprit for b in top] == ["batch/crunch-7/crunch", "unknown", "idle"]
-    assert top[0].share == pytest.approx(0.6)
-    assert top[1].wait_s == pytest.approx(1.5)
-    every = blame_shares(window, IDS, top_k=None)
+    every = blame_shares(window, IDS)
+    assert [b.culprit.culprit for b in every] == [
+        "batch/crunch-7/crunch",
+        "unknown",
+        "idle",  # 1.0 each: ties by name
+        "system.slice/kubelet.service",
+        "kernel",
+    ]
+    assert every[0].share == pytest.approx(0.6)
+    assert every[1].wait_s == pytest.approx(1.5)
     assert sum(b.share for b in every) == pytest.approx(1.0)
     assert blame_shares({}, IDS) == []
 
@@ -339,7 +344,7 @@ def test_workload_shares_sum_its_containers_gone_or_running() -> None:
         12345: 1.0,  # unknown
         CULPRIT_IDLE: 2.0,
     }
-    got = workload_shares(blame, ids, victim_id=10, top_k=None)
+    got = workload_shares(blame, ids, victim_id=10)
     # x/Deployment/crunch has one container blamed: that container alone, not a workload
     assert [(w.ref, w.wait_s, w.members) for w in got] == [
         ("batch/Deployment/crunch", 6.0, (101, 102, 103)),
@@ -351,9 +356,59 @@ def test_workload_shares_sum_its_containers_gone_or_running() -> None:
         "culprit_namespace": "batch",
         "culprit_workload": "Deployment/crunch",
     }
-    assert workload_shares(blame, ids, 10, top_k=1) == got[:1]
     assert workload_shares({}, ids, 10) == []
     assert workload_shares({CULPRIT_IDLE: 0.0}, ids, 10) == []
+
+
+def test_top_culprits_share_one_budget_of_k() -> None:
+    """Single culprits (any kind, the victim itself included) and workloads of two or
+    more containers rank together by share, ties by name: the K largest are exported,
+    split between the two families, never K of each."""
+    from dataclasses import replace
+
+    from exporter.probe.blame import top_culprits
+
+    ids = {**IDS, 101: _replica(1), 102: _replica(2), 103: _replica(3), 104: _replica(4, ns="x")}
+    ids[106] = replace(_replica(6, ns="a"), workload="Deployment/api")
+    ids[107] = replace(_replica(7, ns="a"), workload="Deployment/api")
+    blame: dict[CulpritKey, float] = {
+        101: 2.0,
+        102: 3.0,
+        103: 1.0,  # batch/Deployment/crunch: 6.0
+        106: 2.5,
+        107: 2.5,  # a/Deployment/api: 5.0, ties with batch/crunch-7/crunch and goes first
+        20: 5.0,
+        104: 4.0,  # its workload has one container blamed: it ranks alone
+        10: 3.5,  # the victim itself: ranks like any single culprit (the rules drop it)
+        CULPRIT_IDLE: 3.0,
+        40: 3.0,
+    }
+
+    def top(k: int) -> tuple[list[str], list[str]]:
+        t = top_culprits(blame, ids, 10, k)
+        return [b.culprit.culprit for b in t.containers], [w.ref for w in t.workloads]
+
+    assert top(1) == ([], ["batch/Deployment/crunch"])
+    assert top(2) == ([], ["batch/Deployment/crunch", "a/Deployment/api"])
+    assert top(3) == (["batch/crunch-7/crunch"], ["batch/Deployment/crunch", "a/Deployment/api"])
+    # 3.0 three times: batch/crunch-5d8c7-2/crunch < idle < system.slice/kubelet.service
+    assert top(7) == (
+        [
+            "batch/crunch-7/crunch",
+            "x/crunch-5d8c7-4/crunch",
+            "shop/web-1/web",
+            "batch/crunch-5d8c7-2/crunch",
+            "idle",
+        ],
+        ["batch/Deployment/crunch", "a/Deployment/api"],
+    )
+    every = top_culprits(blame, ids, 10, len(blame) + 2)
+    assert len(every.containers) == len(blame) and len(every.workloads) == 2
+    # the shares are blame_shares' and workload_shares' own
+    assert every.workloads[0].share == pytest.approx(6.0 / 29.5)
+    assert every.containers[0].share == pytest.approx(5.0 / 29.5)
+    assert top_culprits({}, ids, 10) == top_culprits({CULPRIT_IDLE: 0.0}, ids, 10)
+    assert top_culprits({}, ids, 10).containers == ()
 
 
 def test_workload_family() -> None:

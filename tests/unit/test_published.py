@@ -94,9 +94,9 @@ def numbered(
     evaluation takes a millisecond, as a real one does at scale, so a scrape that could
     land between a pass and its evaluation often does."""
 
-    def evaluate(window: Window, th: Thresholds, now: float) -> list[Finding]:
+    def evaluate(window: Window, th: Thresholds, now: float, top_k: int) -> list[Finding]:
         time.sleep(0.001)
-        return pass_findings(window, th, now)
+        return pass_findings(window, th, now, top_k)
 
     monkeypatch.setattr("exporter.agent.evaluate", evaluate)
     agent = make_agent(node, interval=0.002, render=request.param)
