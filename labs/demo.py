@@ -8,8 +8,8 @@ and a temporary metadata file giving the lab containers their requests and limit
 starts the lab, polls ``/findings`` until the lab's expected findings are all there
 (or ``--seconds`` pass), prints them with every number, and cleans up: the lab's
 cgroups, its workers and the exporter, whatever happens. Replayed labs
-(``memory-pressure``, ``memory-limit-thrash``) need no root: the exporter reads a
-fixture tree the demo rewrites every second.
+(``memory-pressure``, ``memory-limit-thrash``, ``cpu-steal``) need no root: the
+exporter reads a fixture tree the demo rewrites every second.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from .cgroups import LabError, cleanup_stale, detect_layout, unavailable_reason
@@ -30,8 +31,10 @@ from .scenarios import (
     SHORT_WINDOW,
     LabRun,
     MetadataFile,
+    expected_keys,
     finding_key,
     get_lab,
+    lab_findings,
     write_short_window_config,
 )
 
@@ -68,7 +71,7 @@ def print_findings(rows: list[dict[str, Any]], out: TextIO) -> None:
 
 def _wait_findings(
     exp: ExporterProcess,
-    paths: set[str],
+    select: Callable[[dict[str, Any]], list[dict[str, Any]]],
     want: set[tuple[str, str, str | None, str]],
     deadline: float,
     out: TextIO,
@@ -78,7 +81,7 @@ def _wait_findings(
     last_print = 0.0
     while True:
         doc = _findings(exp)
-        rows = [f for f in doc.get("findings") or [] if f["victim"].get("cgroup") in paths]
+        rows = select(doc)
         got = {finding_key(f) for f in rows}
         if want and want <= got:
             return True, rows
@@ -154,12 +157,15 @@ def _demo_lab(
                     for r, x in m.items()
                 )
 
-            paths = {lab.cgroup_path(b.role) for b in lab.boxes}
-            want = {
-                (e.kind, lab.cgroup_path(e.victim), _opt(lab.cgroup_path, e.culprit), e.severity)
-                for e in lab.expect
-            }
-            ok, rows = _wait_findings(exp, paths, want, time.monotonic() + seconds, out, progress)
+            want = expected_keys(lab)
+            ok, rows = _wait_findings(
+                exp,
+                lambda doc: lab_findings(lab, doc),
+                want,
+                time.monotonic() + seconds,
+                out,
+                progress,
+            )
             measured = run.measure()
         out.write("\nkernel numbers over the run (from the lab's own cgroup files):\n")
         for r, m in measured.items():
@@ -183,15 +189,10 @@ def _demo_replay(name: str, seconds: float, cfg: str, meta: MetadataFile, out: T
             exp.start()
             out.write(f"exporter on {exp.url} reading {run.root}; replaying\n")
             out.flush()
-            paths = {lab.cgroup_path(b.role) for b in lab.boxes}
-            want = {
-                (e.kind, lab.cgroup_path(e.victim), _opt(lab.cgroup_path, e.culprit), e.severity)
-                for e in lab.expect
-            }
             ok, rows = _wait_findings(
                 exp,
-                paths,
-                want,
+                lab.findings,
+                lab.expected_keys(),
                 time.monotonic() + seconds,
                 out,
                 lambda: f"{time.time() - (run.started_at or time.time()):.0f}s replayed",
@@ -204,10 +205,6 @@ def _demo_replay(name: str, seconds: float, cfg: str, meta: MetadataFile, out: T
             return 2
         finally:
             exp.close()
-
-
-def _opt(f: Any, role: str | None) -> str | None:
-    return None if role is None else str(f(role))
 
 
 def _conclude(ok: bool, out: TextIO, seconds: float) -> int:

@@ -1,12 +1,16 @@
-"""Replayed labs: memory findings from a fixture tree that changes every second.
+"""Replayed labs: findings the test machines cannot produce, from a fixture tree that
+changes every second.
 
 Memory findings cannot be produced on the real kernel of the test machines: the v1
 ``memory`` hierarchy there is not the project's to use, so no lab creates or moves
-anything in it. Instead a replayed lab writes a **pure cgroup v2 host** under a
+anything in it. CPU steal cannot either: it is the hypervisor's doing, and the test VMs
+lose about 1 % to it, not the 10 % ``cpu-steal`` needs. Instead a replayed lab writes a
+**pure cgroup v2 host** under a
 temporary directory (``<root>/sys/fs/cgroup/...`` and ``<root>/proc/...``, files in
 the kernel's exact formats) and advances its counters once a second, as the kernel
-would: PSI ``total=`` microseconds, ``memory.events``, workingset refaults, CPU usage,
-``/proc/pressure/memory``. The exporter reads it through ``--path.sysfs`` and
+would: PSI ``total=`` microseconds (``cpu.pressure``, ``memory.pressure``),
+``memory.events``, workingset refaults, CPU usage, ``/proc/pressure/*`` and the steal
+column of ``/proc/stat``. The exporter reads it through ``--path.sysfs`` and
 ``--path.procfs`` like any host, so the whole chain (sampler → window → evaluator →
 ``/metrics`` → Prometheus → rules → Alertmanager) runs unchanged; only the kernel is
 replaced by a script.
@@ -20,7 +24,15 @@ replayed lab                expected finding
 ``memory-limit-thrash``     ``memory-limit-thrash`` (warning) for ``app``: stalled on
                             memory and hitting its own ``memory.high``/``memory.max``
                             while the node is not under pressure; no culprit
+``cpu-steal``               ``cpu-steal`` (warning) for the node, culprit the
+                            hypervisor (20 % steal), and ``cpu-contended`` (info: no
+                            probe, so PSI alone) for ``api``, stalled while no
+                            neighbour runs beyond its request; its remediation points
+                            at the VM's host first
 ==========================  =========================================================
+
+A node-level finding's victim is :data:`NODE` and its culprit :data:`HYPERVISOR`
+(``/findings`` gives neither a cgroup; the alert carries no victim labels).
 
 A replay has two phases: the *stall* (the scripted pressure, ``stall_seconds``), then
 *calm* (every counter stops moving, as when the pressure ends), during which alerts
@@ -36,9 +48,12 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
+
+from exporter.findings.model import CULPRIT_HYPERVISOR
 
 from .exporter_proc import ExporterProcess
 from .scenarios import LAB_CONTAINER, LAB_NAMESPACE, Expect, MetadataFile, expected_lines
@@ -57,10 +72,20 @@ class ReplayBox:
     memory_limit: int | None = None  # memory.max (None: "max")
     memory_high: int | None = None
     cpu_cores: float = 0.1  # CPU used, both phases
+    cpu_request: float | None = None  # cores
+    cpu_some: float = 0.0  # cpu.pressure some, fraction of each second
+    cpu_full: float = 0.0
     mem_some: float = 0.0  # memory.pressure some, fraction of each second
     mem_full: float = 0.0
     refaults_per_min: float = 0.0
     limit_hits_per_min: float = 0.0  # memory.events high + max increments
+
+
+# A node-level finding's victim and culprit in an Expect (cpu-steal): not lab roles.
+NODE = "node"
+HYPERVISOR = CULPRIT_HYPERVISOR
+
+FindingKey = tuple[str, str, str | None, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +93,10 @@ class ReplayLab:
     name: str
     title: str
     story: str
-    node_mem_some: float  # /proc/pressure/memory some during the stall
     boxes: tuple[ReplayBox, ...]
     expect: tuple[Expect, ...]
+    node_mem_some: float = 0.0  # /proc/pressure/memory some during the stall
+    node_cpu_steal: float = 0.0  # /proc/stat steal over the node's CPUs during the stall
     quiet: tuple[str, ...] = ()
     never: tuple[str, ...] = ()
     heuristic_share: float | None = None  # the culprit's share of the node's overage
@@ -91,6 +117,45 @@ class ReplayLab:
                 return b
         raise KeyError(role)
 
+    @property
+    def container_expects(self) -> tuple[Expect, ...]:
+        """The expected findings about one of the lab's containers (not the node)."""
+        return tuple(e for e in self.expect if e.victim != NODE)
+
+    def alert_victim(self, role: str) -> str | None:
+        """Who an alert's victim labels name (``namespace/pod/container``); None for
+        the node: a node-level alert has no victim labels."""
+        return None if role == NODE else self.ref(role)
+
+    def _finding_cgroup(self, role: str | None) -> str | None:
+        if role is None:
+            return None
+        return "" if role in (NODE, HYPERVISOR) else self.cgroup_path(role)
+
+    def expected_keys(self) -> set[FindingKey]:
+        """The expected findings as :func:`~labs.scenarios.finding_key` gives them
+        (the node and the hypervisor have no cgroup: ``""``)."""
+        return {
+            (
+                e.kind,
+                str(self._finding_cgroup(e.victim)),
+                self._finding_cgroup(e.culprit),
+                e.severity,
+            )
+            for e in self.expect
+        }
+
+    def findings(self, doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The rows of a replay exporter's /findings about the lab: its containers' and
+        the node's (no cgroup): that exporter reads this lab's tree alone, so its node
+        is the lab's, and a node-level finding no lab expects is one too many."""
+        paths = {"", *(self.cgroup_path(b.role) for b in self.boxes)}
+        return [
+            dict(f)
+            for f in doc.get("findings") or []
+            if ((f.get("victim") or {}).get("cgroup") or "") in paths
+        ]
+
     def metadata_entries(self) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
         for b in self.boxes:
@@ -101,20 +166,27 @@ class ReplayLab:
             }
             if b.memory_request is not None:
                 e["memory_request"] = str(b.memory_request)
+            if b.cpu_request is not None:
+                e["cpu_request"] = f"{round(b.cpu_request * 1000)}m"
             out[self.cgroup_path(b.role)] = e
         return out
 
     def describe(self) -> str:
-        lines = [f"{self.name}: {self.title}  (replayed: no kernel memory cgroups)", ""]
+        lines = [f"{self.name}: {self.title}  (replayed: a fixture tree, not the kernel)", ""]
         lines += [self.story, "", f"  node memory.pressure some {self.node_mem_some:.0%}"]
+        if self.node_cpu_steal:
+            lines.append(f"  node CPU steal {self.node_cpu_steal:.0%} (/proc/stat)")
         for b in self.boxes:
             req = "none" if b.memory_request is None else f"{b.memory_request / GIB:g}Gi"
+            cpu_req = "none" if b.cpu_request is None else f"{b.cpu_request * 1000:.0f}m"
             lines.append(
                 f"  {self.cgroup_path(b.role)}: working set {b.working_set / GIB:g}Gi, "
                 f"request {req}, memory some {b.mem_some:.0%}, refaults "
-                f"{b.refaults_per_min:g}/min, limit hits {b.limit_hits_per_min:g}/min"
+                f"{b.refaults_per_min:g}/min, limit hits {b.limit_hits_per_min:g}/min; "
+                f"CPU {b.cpu_cores * 1000:.0f}m, request {cpu_req}, some {b.cpu_some:.0%}"
             )
-        lines += ["", *expected_lines(self.expect, self.quiet, self.never, "heuristic culprit")]
+        word = "culprit" if self.heuristic_share is None else "heuristic culprit"
+        lines += ["", *expected_lines(self.expect, self.quiet, self.never, word)]
         return "\n".join(lines)
 
 
@@ -180,6 +252,45 @@ REPLAYS: dict[str, ReplayLab] = {
             quiet=("web",),
             never=("memory-pressure",),
         ),
+        ReplayLab(
+            name="cpu-steal",
+            title="a VM whose hypervisor takes its CPU",
+            story=(
+                "The hypervisor gives 20% of this VM's CPU time to other guests "
+                "(/proc/stat steal). An API server using 300m of its 500m request is "
+                "stalled 30% of the time waiting for a CPU; its neighbour runs inside "
+                "its own request, so no cgroup on the node is to blame. The node gets a "
+                "cpu-steal finding naming the hypervisor, and the API server's "
+                "cpu-contended says the CPU went to steal and points at the VM's host "
+                "first. Without the scheduler probe the stall is PSI alone: info."
+            ),
+            node_cpu_steal=0.20,
+            boxes=(
+                ReplayBox(
+                    "api",
+                    working_set=512 * MIB,
+                    memory_request=1 * GIB,
+                    cpu_cores=0.3,
+                    cpu_request=0.5,
+                    cpu_some=0.30,
+                    cpu_full=0.04,
+                ),
+                ReplayBox(
+                    "web",
+                    working_set=256 * MIB,
+                    memory_request=512 * MIB,
+                    cpu_cores=0.6,
+                    cpu_request=1.0,
+                    cpu_some=0.05,
+                ),
+            ),
+            expect=(
+                Expect("cpu-contended", "api", None, "info"),
+                Expect("cpu-steal", NODE, HYPERVISOR, "warning"),
+            ),
+            quiet=("web",),
+            never=("noisy-neighbor", "cpu-throttled"),
+        ),
     )
 }
 
@@ -211,6 +322,8 @@ def _write(path: str, text: str) -> None:
 @dataclass
 class _BoxState:
     usage_us: float = 0.0
+    cpu_some_us: float = 0.0
+    cpu_full_us: float = 0.0
     some_us: float = 0.0
     full_us: float = 0.0
     refault_file: float = 0.0
@@ -226,11 +339,15 @@ class ReplayTree:
 
     lab: ReplayLab
     root: str
-    ncpu: int = 2
+    # The exporter takes the node's cores from the machine it runs on (os.cpu_count()),
+    # so /proc/stat has that many CPUs: the steal share it computes is the lab's.
+    ncpu: int = field(default_factory=lambda: os.cpu_count() or 1)
     node_mem_bytes: int = 16 * GIB
     _state: dict[str, _BoxState] = field(default_factory=dict)
     _node_mem_some_us: float = 0.0
+    _node_cpu_some_us: float = 0.0
     _node_cpu_ticks: float = 0.0
+    _node_steal_ticks: float = 0.0
     _ctxt: float = 0.0
 
     @property
@@ -281,6 +398,8 @@ class ReplayTree:
             s.usage_us += b.cpu_cores * dt * 1e6
             node_cpu += b.cpu_cores
             if stalled:
+                s.cpu_some_us += b.cpu_some * dt * 1e6
+                s.cpu_full_us += b.cpu_full * dt * 1e6
                 s.some_us += b.mem_some * dt * 1e6
                 s.full_us += b.mem_full * dt * 1e6
                 s.refault_file += b.refaults_per_min * dt / 60 * 0.75
@@ -291,6 +410,11 @@ class ReplayTree:
             self._write_box(b, s)
         if stalled:
             self._node_mem_some_us += self.lab.node_mem_some * dt * 1e6
+            # some task on the node waits whenever one of the containers' does
+            self._node_cpu_some_us += (
+                max((b.cpu_some for b in self.lab.boxes), default=0) * dt * 1e6
+            )
+            self._node_steal_ticks += self.lab.node_cpu_steal * self.ncpu * dt * 100
         self._node_cpu_ticks += node_cpu * dt * 100
         self._ctxt += 2000 * dt
         self._write_node()
@@ -305,7 +429,7 @@ class ReplayTree:
             "core_sched.force_idle_usec 0\nnr_periods 0\nnr_throttled 0\n"
             "throttled_usec 0\nnr_bursts 0\nburst_usec 0\n",
         )
-        _write(os.path.join(d, "cpu.pressure"), _psi(0, 0))
+        _write(os.path.join(d, "cpu.pressure"), _psi(s.cpu_some_us, s.cpu_full_us))
         _write(os.path.join(d, "io.pressure"), _psi(0, 0))
         _write(os.path.join(d, "memory.pressure"), _psi(s.some_us, s.full_us))
         inactive_file = 64 * MIB
@@ -336,18 +460,20 @@ class ReplayTree:
             os.path.join(cg, "cpu.stat"),
             f"usage_usec {usage}\nuser_usec {usage}\nsystem_usec 0\nnice_usec 0\n",
         )
-        _write(os.path.join(cg, "cpu.pressure"), _psi(0, 0))
+        _write(os.path.join(cg, "cpu.pressure"), _psi(self._node_cpu_some_us, 0))
         _write(os.path.join(cg, "memory.pressure"), _psi(self._node_mem_some_us, 0))
         _write(os.path.join(cg, "io.pressure"), _psi(0, 0))
         p = os.path.join(self.procfs, "pressure")
-        _write(os.path.join(p, "cpu"), _psi(0, 0))
+        _write(os.path.join(p, "cpu"), _psi(self._node_cpu_some_us, 0))
         _write(os.path.join(p, "io"), _psi(0, 0))
         _write(os.path.join(p, "memory"), _psi(self._node_mem_some_us, 0))
         busy = int(self._node_cpu_ticks)
-        idle = int(time.monotonic() * 100 * self.ncpu) - busy
-        lines = [f"cpu  {busy} 0 0 {max(idle, 0)} 0 0 0 0 0 0"]
-        for i in range(self.ncpu):
-            lines.append(f"cpu{i} {busy // self.ncpu} 0 0 {max(idle, 0) // self.ncpu} 0 0 0 0 0 0")
+        steal = int(self._node_steal_ticks)  # the 8th CPU time
+        idle = max(int(time.monotonic() * 100 * self.ncpu) - busy - steal, 0)
+        n = self.ncpu
+        lines = [f"cpu  {busy} 0 0 {idle} 0 0 0 {steal} 0 0"]
+        for i in range(n):
+            lines.append(f"cpu{i} {busy // n} 0 0 {idle // n} 0 0 0 {steal // n} 0 0")
         lines += [f"ctxt {int(self._ctxt)}", "btime 1764460800", "processes 1000"]
         lines += ["procs_running 1", "procs_blocked 0"]
         _write(os.path.join(self.procfs, "stat"), "\n".join(lines) + "\n")

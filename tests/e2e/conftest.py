@@ -5,8 +5,8 @@ Started once (session scope) and shared by every lab, which run one after anothe
 * ``node`` exporter: the real exporter on this host, sampling every second, with the
   scheduler probe, the labs' short-window thresholds (``windowMinutes: 2``,
   ``sustainMinutes: 1``; every threshold at its default) and the labs' metadata file;
-* one ``replay-<lab>`` exporter per replayed memory lab, reading a fixture tree that a
-  thread rewrites every second (the memory stall starts with the session and ends
+* one ``replay-<lab>`` exporter per replayed lab (memory, CPU steal), reading a
+  fixture tree that a thread rewrites every second (the stall starts with the session and ends
   after :data:`REPLAY_STALL_SECONDS`; a monitor thread records what those exporters
   say meanwhile, so the replay checks can run at the end without holding up the
   real-kernel labs);
@@ -158,19 +158,27 @@ def run_dashboards(
     return has, errors, texts
 
 
-REPLAY_CONCERNS: dict[str, tuple[str, ...]] = {
+# Panels (title prefixes) that must show a replay's victim while it stalls; True: a
+# node panel, which must show the replay's exporter instead.
+REPLAY_CONCERNS: dict[str, tuple[tuple[str, bool], ...]] = {
     "memory-pressure": (
-        "Active findings for this selection",
-        "Memory pressure some (per minute)",
-        "Workingset refaults per minute",
-        "Memory working set vs request vs limit",
+        ("Active findings for this selection", False),
+        ("Memory pressure some (per minute)", False),
+        ("Workingset refaults per minute", False),
+        ("Memory working set vs request vs limit", False),
     ),
     "memory-limit-thrash": (
-        "Active findings for this selection",
-        "Memory pressure some (per minute)",
-        "Workingset refaults per minute",
-        "Memory limit hits per minute",
-        "Memory working set vs request vs limit",
+        ("Active findings for this selection", False),
+        ("Memory pressure some (per minute)", False),
+        ("Workingset refaults per minute", False),
+        ("Memory limit hits per minute", False),
+        ("Memory working set vs request vs limit", False),
+    ),
+    "cpu-steal": (
+        ("Active findings for this selection", False),
+        ("CPU pressure some (per minute)", False),
+        ("CPU used vs request vs limit", False),
+        ("CPU steal", True),
     ),
 }
 
@@ -185,49 +193,37 @@ def _monitor(e2e: E2E, stop: threading.Event) -> None:
                 doc = json.loads(body) if status == 200 else {}
             except (OSError, ValueError):
                 continue
-            paths = {w.lab.cgroup_path(b.role) for b in w.lab.boxes}
-            keys = {
-                finding_key(f)
-                for f in doc.get("findings") or []
-                if (f.get("victim") or {}).get("cgroup") in paths
-            }
+            rows = w.lab.findings(doc)
+            keys = {finding_key(f) for f in rows}
             w.findings.append((time.time(), keys))
-            want = {
-                (
-                    e.kind,
-                    w.lab.cgroup_path(e.victim),
-                    None if e.culprit is None else w.lab.cgroup_path(e.culprit),
-                    e.severity,
-                )
-                for e in w.lab.expect
-            }
-            if keys == want and w.matched_at is None:
+            if keys == w.lab.expected_keys() and w.matched_at is None:
                 w.matched_at = time.time()
-                w.observed["findings"] = [
-                    f
-                    for f in doc.get("findings") or []
-                    if (f.get("victim") or {}).get("cgroup") in paths
-                ]
+                w.observed["findings"] = rows
             if w.matched_at is not None and w.dashboards is None and w.run.stalled:
+                # (kind, victim): a container by name, the node as None (no victim labels)
                 firing = {
-                    container_of(a["labels"])
+                    (a["labels"].get("finding"), container_of(a["labels"]))
                     for a in e2e.chain.firing_alerts()
                     if a["labels"].get("job") == f"replay-{name}"
                 }
                 gauge = {
-                    container_of(r["metric"])
+                    (r["metric"].get("kind"), container_of(r["metric"]))
                     for r in e2e.chain.query(f'contention_finding{{job="replay-{name}"}}')
                 }
-                victims = {w.lab.ref(e.victim) for e in w.lab.expect}
+                victims = {(e.kind, w.lab.alert_victim(e.victim)) for e in w.lab.expect}
                 if victims <= firing and victims <= gauge:
                     has, errors, texts = run_dashboards(e2e.chain, e2e.thresholds)
                     w.dashboards = has
                     w.dashboard_errors = errors
                     e2e.record_coverage(has)
-                    victim = w.lab.ref(w.lab.expect[0].victim)  # the panels' `victim`
-                    for title in REPLAY_CONCERNS.get(name, ()):
+                    # the panels' `victim`: the first container expected; node panels
+                    # show the replay's exporter (its instance)
+                    victim = w.lab.ref(w.lab.container_expects[0].victim)
+                    instance = f"127.0.0.1:{w.exporter.port}"
+                    for title, node_panel in REPLAY_CONCERNS.get(name, ()):
+                        needle = instance if node_panel else victim
                         w.concerned[title] = any(
-                            victim in t for (_, tt, _), t in texts.items() if tt.startswith(title)
+                            needle in t for (_, tt, _), t in texts.items() if tt.startswith(title)
                         )
 
 

@@ -1,5 +1,5 @@
 """End to end on a real kernel: contention labs → exporter → Prometheus → rules →
-Alertmanager → webhook, plus the replayed memory labs through the same chain.
+Alertmanager → webhook, plus the replayed labs (memory, CPU steal) through the same chain.
 
 For each real-kernel lab (run one after another on the shared chain of conftest.py):
 
@@ -13,8 +13,9 @@ For each real-kernel lab (run one after another on the shared chain of conftest.
 * after the lab ends, its alerts resolve (checked in :func:`test_3_everything_resolves`,
   so the wait overlaps the next lab) and ``/findings`` empties.
 
-The replayed memory labs (:mod:`labs.replay`) run from the start of the session
-in the background; :func:`test_2_replayed_memory_lab` checks what was recorded.
+The replayed labs (:mod:`labs.replay`: the memory kinds, and cpu-steal, a node-level
+finding whose alert has no victim labels) run from the start of the session in the
+background; :func:`test_2_replayed_lab` checks what was recorded.
 
 Timing: thresholds are the packaged defaults with ``windowMinutes: 2`` and
 ``sustainMinutes: 1`` (see ``labs.scenarios.SHORT_WINDOW``); Prometheus
@@ -35,7 +36,7 @@ from exporter.cgroupfs.discovery import CgroupKind
 from exporter.identity import Identity
 from exporter.probe.culprit import classify_culprit
 from exporter.rules.generator import ALERT_NAMES
-from labs.replay import REPLAYS, ReplayLab
+from labs.replay import HYPERVISOR, NODE, REPLAYS, ReplayLab
 from labs.scenarios import (
     LAB_CONTAINER,
     LAB_NAMESPACE,
@@ -461,18 +462,32 @@ def _kernel_check(name: str, check: str, observed: Mapping[str, Any]) -> None:
         assert neighbour and neighbour[0] >= 0.4, (check, share)
 
 
-# --- the replayed memory labs ---------------------------------------------------------------
+# --- the replayed labs ----------------------------------------------------------------------
 
 
 @pytest.mark.timeout(REPLAY_STALL_SECONDS + 300)
 @pytest.mark.parametrize("name", list(REPLAYS))
-def test_2_replayed_memory_lab(e2e: E2E, name: str) -> None:
+def test_2_replayed_lab(e2e: E2E, name: str) -> None:
     w = e2e.replays[name]
     lab = w.lab
     job = f"replay-{name}"
     instance = f"127.0.0.1:{w.exporter.port}"
     want: list[dict[str, str]] = []
     for e in lab.expect:
+        if e.victim == NODE:  # cpu-steal: the target's labels, the hypervisor as culprit
+            want.append(
+                {
+                    "alertname": ALERT_OF[e.kind],
+                    "severity": e.severity,
+                    "finding": e.kind,
+                    **ALERT_LABELS,
+                    "instance": instance,
+                    "job": job,
+                    "culprit_kind": HYPERVISOR,
+                    "culprit": HYPERVISOR,
+                }
+            )
+            continue
         labels = _alert_labels(e, lab, instance, job)
         if e.culprit is not None:
             labels.update(
@@ -507,22 +522,39 @@ def test_2_replayed_memory_lab(e2e: E2E, name: str) -> None:
         REPLAY_STALL_SECONDS,
         detail=lambda: json.dumps([[t, sorted(k, key=str)] for t, k in w.findings[-3:]]),
     )
-    # 2. Nothing else, ever, for the replayed node's containers.
-    wrong = [
-        dict(n.labels)
-        for n in ours()
-        if n.status == "firing" and _key_of(n.labels) not in want_keys
-    ]
-    assert not wrong, f"replay {name}: unexpected alerts: {json.dumps(wrong, indent=1)}"
-    want_findings = {
-        (
-            e.kind,
-            lab.cgroup_path(e.victim),
-            None if e.culprit is None else lab.cgroup_path(e.culprit),
-            e.severity,
-        )
-        for e in lab.expect
+    # ... with their annotations; a node-level alert names no container.
+    t0 = w.run.started_at or 0.0
+    firing = [n for n in ours() if n.status == "firing" and _key_of(n.labels) in want_keys]
+    for n in firing:
+        assert n.annotations.get("summary") and n.annotations.get("description"), n
+        anchor = n.labels["alertname"].lower()
+        assert n.annotations.get("runbook_url") == f"{RUNBOOK_URL}#{anchor}", n
+        assert n.annotations.get("remediation"), n
+        if n.labels.get("culprit_kind") == HYPERVISOR:
+            assert not {"namespace", "pod", "container", "cgroup"} & set(n.labels), n
+    alertnames = sorted({n.labels["alertname"] for n in firing})
+    w.observed["first_alert_after_s"] = {
+        a: round(min(n.received for n in firing if n.labels["alertname"] == a) - t0, 1)
+        for a in alertnames
     }
+    w.observed["remediation"] = {
+        a: sorted({n.annotations["remediation"] for n in firing if n.labels["alertname"] == a})
+        for a in alertnames
+    }
+    w.observed["alerts"] = list({_key_of(n.labels): dict(n.labels) for n in firing}.values())
+
+    # 2. Nothing else, ever, for the replayed node or its containers (checked again
+    # once everything resolved).
+    def unexpected() -> list[dict[str, str]]:
+        return [
+            dict(n.labels)
+            for n in ours()
+            if n.status == "firing" and _key_of(n.labels) not in want_keys
+        ]
+
+    wrong = unexpected()
+    assert not wrong, f"replay {name}: unexpected alerts: {json.dumps(wrong, indent=1)}"
+    want_findings = lab.expected_keys()
     odd = [(t, k) for t, k in w.findings if not k <= want_findings]
     assert not odd, f"replay {name}: /findings held other findings: {odd[:3]}"
     # 3. The dashboards ran while it was stalled and showed the victim.
@@ -559,7 +591,10 @@ def test_2_replayed_memory_lab(e2e: E2E, name: str) -> None:
         resolve,
         detail=lambda: str(w.findings[-1]),
     )
+    wrong = unexpected()
+    assert not wrong, f"replay {name}: unexpected alerts: {json.dumps(wrong, indent=1)}"
     e2e.observed[f"replay:{name}"] = w.observed
+    print(f"\n[replay {name}] observed: {json.dumps(w.observed, default=str)[:4000]}")
 
 
 # --- after the labs -----------------------------------------------------------------------

@@ -10,12 +10,13 @@ import pytest
 import yaml
 
 from exporter.cgroupfs import parsers
+from exporter.findings.model import NODE_KINDS
 from exporter.findings.thresholds import load_thresholds
 from exporter.metadata_file import parse_metadata
 from exporter.rules.generator import ALERT_NAMES
 from labs.cgroups import PREFIX, kubelet_shares
 from labs.memory import MEMORY_LABS, MIB
-from labs.replay import REPLAYS, ReplayTree
+from labs.replay import HYPERVISOR, NODE, REPLAYS, ReplayTree
 from labs.scenarios import (
     LABS,
     SHORT_WINDOW,
@@ -126,23 +127,61 @@ def test_metadata_file_add_remove(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", list(REPLAYS))
+def test_replay_definitions_are_consistent(name: str) -> None:
+    """Expectations name the lab's containers (or the node and the hypervisor, for a
+    node-level kind), real kinds, and the metadata is what the exporter reads."""
+    lab = REPLAYS[name]
+    roles = {b.role for b in lab.boxes}
+    kinds = {str(k) for k in ALERT_NAMES}
+    for e in lab.expect:
+        assert e.kind in kinds and e.severity in ("critical", "warning", "info")
+        if e.kind in NODE_KINDS:
+            assert (e.victim, e.culprit) == (NODE, HYPERVISOR)
+        else:
+            assert e.victim in roles and (e.culprit is None or e.culprit in roles)
+    assert lab.container_expects, "the dashboards' victim is the first container expected"
+    assert set(lab.quiet) <= roles and all(k in kinds for k in lab.never)
+    assert not {e.kind for e in lab.expect} & set(lab.never)
+    parsed = parse_metadata({"cgroups": lab.metadata_entries()}, "replay")
+    for b in lab.boxes:
+        assert parsed[lab.cgroup_path(b.role)].get("cpu_request_cores") == b.cpu_request
+    assert lab.describe().startswith(name)
+
+
+@pytest.mark.parametrize("name", list(REPLAYS))
 def test_replay_tree_is_in_kernel_format_and_advances(tmp_path: Path, name: str) -> None:
     lab = REPLAYS[name]
     tree = ReplayTree(lab, str(tmp_path))
     tree.build()
-    victim = lab.expect[0].victim
+    victim = lab.container_expects[0].victim
     d = os.path.join(tree.cgroup_root, lab.cgroup_path(victim).lstrip("/"))
 
     def read(f: str) -> str:
         return Path(d, f).read_text()
 
+    def steal_ticks() -> int | None:
+        return parsers.parse_proc_stat(Path(tree.procfs, "stat").read_text()).steal_ticks
+
     before = parsers.parse_pressure(read("memory.pressure"))
+    cpu_before = parsers.parse_pressure(read("cpu.pressure"))
+    steal_before = steal_ticks()
     tree.advance(60.0, stalled=True)
     after = parsers.parse_pressure(read("memory.pressure"))
     assert before.some is not None and after.some is not None
     box = lab.box(victim)
     assert after.some.total_usec - before.some.total_usec == pytest.approx(
         box.mem_some * 60e6, rel=0.01
+    )
+    cpu_after = parsers.parse_pressure(read("cpu.pressure"))
+    assert cpu_before.some is not None and cpu_after.some is not None
+    assert cpu_after.some.total_usec - cpu_before.some.total_usec == pytest.approx(
+        box.cpu_some * 60e6, rel=0.01
+    )
+    # steal: the 8th CPU time, the lab's share of the node's CPUs (USER_HZ ticks)
+    steal_after = steal_ticks()
+    assert steal_before is not None and steal_after is not None
+    assert steal_after - steal_before == pytest.approx(
+        lab.node_cpu_steal * tree.ncpu * 60 * 100, abs=1
     )
     stat = parsers.parse_memory_stat(read("memory.stat"))
     assert stat is not None
@@ -156,3 +195,6 @@ def test_replay_tree_is_in_kernel_format_and_advances(tmp_path: Path, name: str)
     tree.advance(60.0, stalled=False)  # calm: nothing stalls any more
     calm = parsers.parse_pressure(read("memory.pressure"))
     assert calm.some is not None and calm.some.total_usec == after.some.total_usec
+    cpu_calm = parsers.parse_pressure(read("cpu.pressure"))
+    assert cpu_calm.some is not None and cpu_calm.some.total_usec == cpu_after.some.total_usec
+    assert steal_ticks() == steal_after
