@@ -12,25 +12,36 @@ pid/ipc/uts/mount/cgroup namespaces (no hostPID/hostIPC), and the container's ar
     # runc: rewrite an unpacked bundle's config.json (umoci unpack makes the bundle)
     umoci unpack --image build/image/oci:0.1.0 /run/ce-bundle
     scripts/oci-run-spec.py runc rendered.yaml /run/ce-bundle/config.json \\
-        --no-kubernetes --listen 127.0.0.1:10366
+        --no-kubernetes --listen 127.0.0.1:10366 [--seccomp PROFILE.json]
     runc run --bundle /run/ce-bundle ce-test
 
     # podman: print the equivalent `podman run` arguments
     scripts/oci-run-spec.py podman rendered.yaml --no-kubernetes --listen 127.0.0.1:10366
 
+Seccomp: Kubernetes' RuntimeDefault is the node runtime's own profile, which differs
+between runtimes (docs/kubernetes.md, section 3). Without --seccomp the runc config has
+no seccomp filter at all (unconfined), and podman applies its default profile
+(containers/common's: CRI-O's RuntimeDefault, not containerd's or Docker's). With
+--seccomp FILE (a Docker/containers-format profile, e.g. /usr/share/containers/
+seccomp.json or moby's default.json) runc gets that profile resolved for the
+container's capabilities and this host's architecture and kernel
+(:func:`seccomp_from_profile` lists the rules), and podman gets it as
+--security-opt=seccomp=FILE.
+
 Differences from a kubelet-run pod, on purpose: RLIMIT_MEMLOCK is set to --memlock
 (default 8 MiB, the kernel's default) instead of whatever the node's containerd
 inherits (often unlimited), so a probe that needs CAP_SYS_RESOURCE cannot pass by
 luck; the network namespace is private with loopback only (runc; podman: --network
-none), so scrape from inside (`runc exec` / `podman exec`). runc applies no seccomp
-profile unless given one; podman applies its default profile, the closest to
-Kubernetes' RuntimeDefault. Only for a pure cgroup v2 host (see docs/kubernetes.md).
+none), so scrape from inside (`runc exec` / `podman exec`). Only for a pure cgroup v2
+host (see docs/kubernetes.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -40,6 +51,19 @@ from typing import Any
 import yaml
 
 MEMLOCK_DEFAULT = 8 * 1024 * 1024
+
+# `uname -m` -> (libseccomp's native name, which a profile's includes/excludes "arches"
+# compare against; the SCMP_ARCH_* its archMap is keyed by), as moby's
+# profiles/seccomp/seccomp_linux.go maps them.
+SECCOMP_ARCHES = {
+    "x86_64": ("amd64", "SCMP_ARCH_X86_64"),
+    "i686": ("x86", "SCMP_ARCH_X86"),
+    "aarch64": ("arm64", "SCMP_ARCH_AARCH64"),
+    "armv7l": ("arm", "SCMP_ARCH_ARM"),
+    "ppc64le": ("ppc64le", "SCMP_ARCH_PPC64LE"),
+    "s390x": ("s390x", "SCMP_ARCH_S390X"),
+    "riscv64": ("riscv64", "SCMP_ARCH_RISCV64"),
+}
 
 
 @dataclass
@@ -121,7 +145,106 @@ def _tmpfs_size(limit: str) -> list[str]:
     return []
 
 
-def runc_config(config: dict[str, Any], spec: RunSpec, memlock: int) -> dict[str, Any]:
+def _kernel_at_least(release: str, want: str) -> bool:
+    """``release`` (e.g. "6.12.9-amd64") >= ``want`` ("major.minor"), numerically."""
+
+    def nums(v: str) -> tuple[int, ...]:
+        m = re.match(r"(\d+)\.(\d+)", v)
+        if m is None:
+            sys.exit(f"oci-run-spec: not a kernel version: {v!r}")
+        return (int(m[1]), int(m[2]))
+
+    return nums(release) >= nums(want)
+
+
+def _rule_applies(call: dict[str, Any], native: str, bounding: set[str], kernel: str) -> bool:
+    """A profile rule's ``excludes`` (any one holding drops it) and ``includes`` (all
+    must hold) against the native arch, the bounding set and the kernel."""
+    exc, inc = call.get("excludes") or {}, call.get("includes") or {}
+    if native in (exc.get("arches") or []) or bounding & set(exc.get("caps") or []):
+        return False
+    if exc.get("minKernel") and _kernel_at_least(kernel, exc["minKernel"]):
+        return False
+    if inc.get("arches") and native not in inc["arches"]:
+        return False
+    if not set(inc.get("caps") or []) <= bounding:
+        return False
+    return not (inc.get("minKernel") and not _kernel_at_least(kernel, inc["minKernel"]))
+
+
+def _oci_rule(call: dict[str, Any]) -> dict[str, Any]:
+    if call.get("name") and call.get("names"):
+        sys.exit("oci-run-spec: a profile rule has both 'name' and 'names'")
+    rule: dict[str, Any] = {
+        "names": [call["name"]] if call.get("name") else list(call["names"]),
+        "action": call["action"],
+    }
+    if call.get("errnoRet") is not None:
+        rule["errnoRet"] = call["errnoRet"]
+    if call.get("args"):
+        rule["args"] = [
+            {k: a[k] for k in ("index", "value", "valueTwo", "op") if k in a} for a in call["args"]
+        ]
+    return rule
+
+
+def seccomp_from_profile(
+    profile: dict[str, Any], caps: list[str], machine: str, kernel: str
+) -> dict[str, Any]:
+    """A Docker/containers-format seccomp profile (moby's default.json, containers/common's
+    seccomp.json) resolved into OCI ``linux.seccomp`` for a container whose bounding set
+    is ``caps``, on a ``machine`` (``uname -m``) running ``kernel`` (``uname -r``), the way
+    moby's and containers/common's setupSeccomp do it:
+
+    * ``architectures`` is copied as is; ``archMap``: the entry for the native SCMP_ARCH
+      and its ``subArchitectures``; neither: none (the runtime uses the native one).
+      Both: refused, as the runtimes refuse it.
+    * a rule is dropped when any ``excludes`` condition holds: the native arch is in
+      ``excludes.arches``, ANY of ``excludes.caps`` is in the bounding set, or the kernel
+      is >= ``excludes.minKernel``;
+    * and kept only when every ``includes`` condition holds: the native arch is in
+      ``includes.arches``, ALL of ``includes.caps`` are in the bounding set, the kernel is
+      >= ``includes.minKernel``;
+    * kept rules keep ``names`` (or the old single ``name``), ``action``, ``args``
+      (index, value, valueTwo, op) and ``errnoRet``, in the profile's order; comments and
+      the informative ``errno`` names go. ``defaultAction``, ``defaultErrnoRet`` and
+      ``flags`` are copied.
+
+    Arches in ``includes``/``excludes`` are libseccomp's native names ("amd64", "arm64",
+    "x86"), not SCMP_ARCH_*: :data:`SECCOMP_ARCHES`."""
+    if machine not in SECCOMP_ARCHES:
+        sys.exit(f"oci-run-spec: no seccomp architecture known for {machine!r}")
+    native, scmp = SECCOMP_ARCHES[machine]
+    if profile.get("architectures") and profile.get("archMap"):
+        sys.exit("oci-run-spec: the profile has both 'architectures' and 'archMap'")
+    out: dict[str, Any] = {"defaultAction": profile["defaultAction"]}
+    if profile.get("defaultErrnoRet") is not None:
+        out["defaultErrnoRet"] = profile["defaultErrnoRet"]
+    arches = list(profile.get("architectures") or [])
+    for entry in profile.get("archMap") or []:
+        if entry["architecture"] == scmp:
+            arches += [entry["architecture"], *(entry.get("subArchitectures") or [])]
+            break
+    if arches:
+        out["architectures"] = arches
+    if profile.get("flags"):
+        out["flags"] = list(profile["flags"])
+    bounding = set(caps)
+    rules = []
+    for call in profile.get("syscalls") or []:
+        if not _rule_applies(call, native, bounding, kernel):
+            continue
+        rules.append(_oci_rule(call))
+    out["syscalls"] = rules
+    return out
+
+
+def runc_config(
+    config: dict[str, Any],
+    spec: RunSpec,
+    memlock: int,
+    seccomp: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Rewrite an OCI runtime config (from `umoci unpack`) for ``spec``."""
     out = json.loads(json.dumps(config))
     proc = out["process"]
@@ -170,12 +293,18 @@ def runc_config(config: dict[str, Any], spec: RunSpec, memlock: int) -> dict[str
     out.setdefault("linux", {})["namespaces"] = [
         {"type": t} for t in ("pid", "network", "ipc", "uts", "mount", "cgroup")
     ]
+    # The runtime's own profile (umoci writes none) never survives: only ``seccomp``
+    # (an OCI linux.seccomp, from :func:`seccomp_from_profile`) or nothing.
     out["linux"].pop("seccomp", None)
+    if seccomp is not None:
+        out["linux"]["seccomp"] = seccomp
     return out
 
 
-def podman_args(spec: RunSpec, image: str, memlock: int) -> list[str]:
+def podman_args(spec: RunSpec, image: str, memlock: int, seccomp: Path | None = None) -> list[str]:
     a = ["podman", "run", "--rm", "--name", "contention-exporter-test"]
+    if seccomp is not None:  # podman resolves the profile against the caps itself
+        a.append(f"--security-opt=seccomp={seccomp}")
     a += ["--user", f"{spec.uid}:{spec.gid}", "--cap-drop=ALL"]
     a += [f"--cap-add={c.removeprefix('CAP_')}" for c in spec.caps]
     if spec.no_new_privs:
@@ -206,6 +335,12 @@ def main() -> int:
     ap.add_argument("--listen", default=None, help="replace --web.listen-address")
     ap.add_argument("--node-name", default="test-node", help="NODE_NAME (default: %(default)s)")
     ap.add_argument("--memlock", type=int, default=MEMLOCK_DEFAULT, help="RLIMIT_MEMLOCK bytes")
+    ap.add_argument(
+        "--seccomp",
+        type=Path,
+        default=None,
+        help="apply this Docker/containers-format seccomp profile (default: none)",
+    )
     args = ap.parse_args()
     spec = from_daemonset(
         _daemonset(args.rendered),
@@ -214,12 +349,18 @@ def main() -> int:
         node_name=args.node_name,
     )
     if args.runtime == "podman":
-        print(shlex.join(podman_args(spec, args.image, args.memlock)))
+        print(shlex.join(podman_args(spec, args.image, args.memlock, args.seccomp)))
         return 0
     if args.config is None:
         ap.error("runc needs the bundle's config.json")
     config = json.loads(args.config.read_text("utf-8"))
-    args.config.write_text(json.dumps(runc_config(config, spec, args.memlock), indent=2) + "\n")
+    seccomp = None
+    if args.seccomp is not None:
+        uname = os.uname()
+        profile = json.loads(args.seccomp.read_text("utf-8"))
+        seccomp = seccomp_from_profile(profile, spec.caps, uname.machine, uname.release)
+    out = runc_config(config, spec, args.memlock, seccomp)
+    args.config.write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {args.config}")
     return 0
 

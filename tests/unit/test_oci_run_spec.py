@@ -132,3 +132,133 @@ def test_the_bcc_variants_header_mounts_come_along(spec_mod: ModuleType) -> None
     )
     spec = spec_mod.from_daemonset(ds, kubernetes=False, listen=None, node_name="n")
     assert any(m.source == "/lib/modules" and m.read_only for m in spec.mounts)
+
+
+# A small profile in the Docker/containers format: every way a rule is kept or dropped.
+PROFILE: dict[str, Any] = {
+    "defaultAction": "SCMP_ACT_ERRNO",
+    "defaultErrnoRet": 38,
+    "archMap": [
+        {"architecture": "SCMP_ARCH_X86_64", "subArchitectures": ["SCMP_ARCH_X86"]},
+        {"architecture": "SCMP_ARCH_AARCH64", "subArchitectures": ["SCMP_ARCH_ARM"]},
+    ],
+    "syscalls": [
+        {"names": ["read", "write"], "action": "SCMP_ACT_ALLOW", "comment": "", "args": []},
+        {
+            "names": ["bpf", "perf_event_open"],
+            "action": "SCMP_ACT_ALLOW",
+            "includes": {"caps": ["CAP_SYS_ADMIN"]},
+            "excludes": {},
+        },
+        {
+            "names": ["bpf", "perf_event_open"],
+            "action": "SCMP_ACT_ERRNO",
+            "errnoRet": 1,
+            "errno": "EPERM",
+            "includes": {},
+            "excludes": {"caps": ["CAP_SYS_ADMIN"]},
+        },
+        {
+            "names": ["perf_event_open"],
+            "action": "SCMP_ACT_ALLOW",
+            "includes": {"caps": ["CAP_SYS_ADMIN", "CAP_PERFMON"]},
+        },
+        {"name": "arch_prctl", "action": "SCMP_ACT_ALLOW", "includes": {"arches": ["amd64"]}},
+        {
+            "names": ["sync_file_range2"],
+            "action": "SCMP_ACT_ALLOW",
+            "excludes": {"arches": ["amd64"]},
+        },
+        {
+            "names": ["landlock_create_ruleset"],
+            "action": "SCMP_ACT_ALLOW",
+            "includes": {"minKernel": "5.13"},
+        },
+        {"names": ["old_thing"], "action": "SCMP_ACT_ALLOW", "excludes": {"minKernel": "5.4"}},
+        {
+            "names": ["personality"],
+            "action": "SCMP_ACT_ALLOW",
+            "args": [{"index": 0, "value": 8, "valueTwo": 0, "op": "SCMP_CMP_EQ"}],
+        },
+    ],
+}
+
+
+def _names(sc: dict[str, Any]) -> list[tuple[str, ...]]:
+    return [tuple(r["names"]) for r in sc["syscalls"]]
+
+
+def test_seccomp_profile_resolved_for_bpf_and_perfmon(spec_mod: ModuleType) -> None:
+    sc = spec_mod.seccomp_from_profile(
+        PROFILE, ["CAP_BPF", "CAP_PERFMON"], "x86_64", "6.12.9-amd64"
+    )
+    assert sc["defaultAction"] == "SCMP_ACT_ERRNO" and sc["defaultErrnoRet"] == 38
+    assert sc["architectures"] == ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86"]
+    # Without CAP_SYS_ADMIN: the EPERM rule (excluded only by SYS_ADMIN), not the allow
+    # rules (SYS_ADMIN, or SYS_ADMIN and PERFMON: includes need every cap).
+    assert _names(sc) == [
+        ("read", "write"),
+        ("bpf", "perf_event_open"),
+        ("arch_prctl",),
+        ("landlock_create_ruleset",),
+        ("personality",),
+    ]
+    deny = sc["syscalls"][1]
+    assert deny == {
+        "names": ["bpf", "perf_event_open"],
+        "action": "SCMP_ACT_ERRNO",
+        "errnoRet": 1,
+    }
+    assert "args" not in sc["syscalls"][0]  # an empty list goes: no condition
+    assert sc["syscalls"][-1]["args"] == [
+        {"index": 0, "value": 8, "valueTwo": 0, "op": "SCMP_CMP_EQ"}
+    ]
+
+
+def test_seccomp_profile_resolved_for_sys_admin_arm64_old_kernel(spec_mod: ModuleType) -> None:
+    sc = spec_mod.seccomp_from_profile(
+        PROFILE, ["CAP_SYS_ADMIN", "CAP_PERFMON"], "aarch64", "5.4.0-150-generic"
+    )
+    assert sc["architectures"] == ["SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM"]
+    assert _names(sc) == [
+        ("read", "write"),
+        ("bpf", "perf_event_open"),  # the allow rule, now
+        ("perf_event_open",),
+        ("sync_file_range2",),  # excluded on amd64 only
+        ("personality",),  # old_thing: excluded from 5.4 on; landlock: needs 5.13
+    ]
+    assert sc["syscalls"][1]["action"] == "SCMP_ACT_ALLOW"
+
+
+def test_seccomp_profile_architectures_and_refusals(spec_mod: ModuleType) -> None:
+    plain = {"defaultAction": "SCMP_ACT_ERRNO", "architectures": ["SCMP_ARCH_X86_64"]}
+    sc = spec_mod.seccomp_from_profile(plain, [], "x86_64", "6.1.0")
+    assert sc == {
+        "defaultAction": "SCMP_ACT_ERRNO",
+        "architectures": ["SCMP_ARCH_X86_64"],
+        "syscalls": [],
+    }
+    both = {**PROFILE, "architectures": ["SCMP_ARCH_X86_64"]}
+    with pytest.raises(SystemExit, match="both 'architectures' and 'archMap'"):
+        spec_mod.seccomp_from_profile(both, [], "x86_64", "6.1.0")
+    with pytest.raises(SystemExit, match="no seccomp architecture"):
+        spec_mod.seccomp_from_profile(PROFILE, [], "sparc64", "6.1.0")
+    dup = {
+        "defaultAction": "SCMP_ACT_ERRNO",
+        "syscalls": [{"name": "read", "names": ["write"], "action": "SCMP_ACT_ALLOW"}],
+    }
+    with pytest.raises(SystemExit, match="both 'name' and 'names'"):
+        spec_mod.seccomp_from_profile(dup, [], "x86_64", "6.1.0")
+
+
+def test_runc_config_carries_the_profile_or_none(
+    spec_mod: ModuleType, daemonset: dict[str, Any]
+) -> None:
+    spec = spec_mod.from_daemonset(daemonset, kubernetes=False, listen=None, node_name="n")
+    base = json.loads(json.dumps(UMOCI_CONFIG))
+    base["linux"]["seccomp"] = {"defaultAction": "SCMP_ACT_ALLOW"}  # a runtime's own
+    assert "seccomp" not in spec_mod.runc_config(base, spec, 8 << 20)["linux"]
+    sc = spec_mod.seccomp_from_profile(PROFILE, spec.caps, "x86_64", "6.12.0")
+    assert spec_mod.runc_config(base, spec, 8 << 20, sc)["linux"]["seccomp"] == sc
+    args = spec_mod.podman_args(spec, "img", 8 << 20, ROOT / "p.json")
+    assert f"--security-opt=seccomp={ROOT / 'p.json'}" in args
