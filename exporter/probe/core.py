@@ -50,6 +50,8 @@ from .status import (
     REASON_NO_TRACEPOINT,
     REASON_NOT_ROOT,
     REASON_VERIFIER,
+    has_bpf_privilege,
+    seccomp_filtered,
 )
 
 OBJECT_FILE = "sched_probe.bpf.o"
@@ -263,15 +265,28 @@ def _configure(obj: BpfObject, k: ProbeKnobs, switch_has_state: bool, use_ktime:
         obj.set_max_entries(name, n)
 
 
+def _denied_why() -> str:
+    """Why the kernel said EPERM: missing capabilities, or (holding them) a seccomp
+    filter or an LSM in the way (docs/troubleshooting.md)."""
+    if not has_bpf_privilege():
+        return "needs root, or CAP_BPF + CAP_PERFMON"
+    if seccomp_filtered():
+        return (
+            "denied although the process holds CAP_BPF + CAP_PERFMON, under a seccomp "
+            "filter (Seccomp: 2 in /proc/self/status): the container runtime's seccomp "
+            "profile denies bpf() (CRI-O's and podman's default allows it only with "
+            "CAP_SYS_ADMIN; docs/kubernetes.md), else an LSM (SELinux, AppArmor)"
+        )
+    return "denied although the process holds CAP_BPF + CAP_PERFMON: an LSM (SELinux, AppArmor)?"
+
+
 def _load(obj: BpfObject, msgs: list[str]) -> None:
     try:
         obj.load()
     except OSError as e:
         log = obj.verifier_log
         if e.errno in (errno.EPERM, errno.EACCES) and not log:
-            raise ProbeLoadError(
-                REASON_NOT_ROOT, f"{e}: needs root, or CAP_BPF + CAP_PERFMON"
-            ) from None
+            raise ProbeLoadError(REASON_NOT_ROOT, f"{e}: {_denied_why()}") from None
         if log:
             raise ProbeLoadError(
                 REASON_VERIFIER, f"the verifier rejected the program: {_verifier_summary(log)}"

@@ -78,6 +78,16 @@ def effective_caps(procfs: str = "/proc") -> int | None:
     return None
 
 
+def seccomp_filtered(procfs: str = "/proc") -> bool:
+    """This process runs under a seccomp filter (``Seccomp: 2``), as a container under
+    its runtime's profile (Kubernetes' RuntimeDefault) does."""
+    try:
+        with open(os.path.join(procfs, "self", "status")) as f:
+            return any(line.split() == ["Seccomp:", "2"] for line in f)
+    except OSError:
+        return False
+
+
 def has_bpf_privilege(procfs: str = "/proc") -> bool:
     caps = effective_caps(procfs)
     if caps is None:

@@ -7,9 +7,14 @@ from typing import Any
 
 import pytest
 
-from exporter.probe import RUNQ_SLOTS, SchedProbe
+from exporter.probe import RUNQ_SLOTS, SchedProbe, core
 from exporter.probe.loader import STAT_NAMES, UNATTRIBUTED_KEY
-from exporter.probe.status import find_kernel_source, has_bpf_privilege, tracefs_ok
+from exporter.probe.status import (
+    find_kernel_source,
+    has_bpf_privilege,
+    seccomp_filtered,
+    tracefs_ok,
+)
 from exporter.window import CULPRIT_IDLE, CULPRIT_UNATTRIBUTED
 
 ROOT_CAPS = "CapEff:\t000001ffffffffff\n"
@@ -40,6 +45,22 @@ def test_privilege_from_capabilities(tmp_path: Path) -> None:
     assert has_bpf_privilege(fake_proc(tmp_path / "a", ROOT_CAPS))
     assert has_bpf_privilege(fake_proc(tmp_path / "b", BPF_CAPS))
     assert not has_bpf_privilege(fake_proc(tmp_path / "c", NO_CAPS))
+
+
+def test_an_eperm_says_whether_caps_or_a_seccomp_filter_is_to_blame(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert seccomp_filtered(fake_proc(tmp_path / "f", BPF_CAPS + "Seccomp:\t2\n"))
+    assert not seccomp_filtered(fake_proc(tmp_path / "n", BPF_CAPS + "Seccomp:\t0\n"))
+    assert not seccomp_filtered(str(tmp_path / "nowhere"))
+    monkeypatch.setattr(core, "has_bpf_privilege", lambda: False)
+    assert core._denied_why() == "needs root, or CAP_BPF + CAP_PERFMON"
+    monkeypatch.setattr(core, "has_bpf_privilege", lambda: True)
+    monkeypatch.setattr(core, "seccomp_filtered", lambda: True)
+    why = core._denied_why()
+    assert "holds CAP_BPF + CAP_PERFMON" in why and "seccomp" in why
+    monkeypatch.setattr(core, "seccomp_filtered", lambda: False)
+    assert "seccomp" not in core._denied_why() and "LSM" in core._denied_why()
 
 
 def test_tracefs_check(tmp_path: Path) -> None:
