@@ -73,6 +73,11 @@ OPTIONS: dict[str, list[str]] = {
         "priorityClass.create=false",
         "priorityClass.name=system-node-critical",
     ],
+    "seccomp-localhost": [
+        "seccompProfile.type=Localhost",
+        "seccompProfile.localhostProfile=contention-exporter/bpf.json",
+    ],
+    "seccomp-unconfined": ["seccompProfile.type=Unconfined"],
 }
 # kustomize components -> the chart options that must render the same objects.
 EQUIVALENT: dict[tuple[str, ...], list[str]] = {
@@ -266,6 +271,32 @@ def test_probe_modes(rendered: dict[str, list[Doc]]) -> None:
     for name, docs in rendered.items():
         if name != "legacy-kernel":
             assert "SYS_ADMIN" not in added_caps(docs), name
+
+
+def test_seccomp_profile_values(rendered: dict[str, list[Doc]]) -> None:
+    def profile(docs: list[Doc]) -> Doc:
+        ds = one(docs, "DaemonSet")
+        sc = ds["spec"]["template"]["spec"]["securityContext"]["seccompProfile"]
+        assert isinstance(sc, dict)
+        return sc
+
+    assert profile(rendered["default"]) == {"type": "RuntimeDefault"}
+    assert profile(rendered["seccomp-localhost"]) == {
+        "type": "Localhost",
+        "localhostProfile": "contention-exporter/bpf.json",
+    }
+    assert profile(rendered["seccomp-unconfined"]) == {"type": "Unconfined"}
+    # Localhost needs its path; the path is for Localhost only (the API refuses it else).
+    for sets in (
+        ["seccompProfile.type=Localhost"],
+        ["seccompProfile.localhostProfile=x.json"],
+        ["seccompProfile.type=Default"],
+    ):
+        args = ["template", RELEASE, str(CHART)]
+        for v in sets:
+            args += ["--set", v]
+        proc = helm(*args, check=False)
+        assert proc.returncode != 0 and "seccompProfile" in proc.stderr, (sets, proc.stderr)
 
 
 def test_servicemonitor_names_the_node_in_instance(rendered: dict[str, list[Doc]]) -> None:
