@@ -5,7 +5,12 @@
 #      given with --packages (the guest shares the host's userland, so what the host
 #      has, the guest has);
 #   2. virtme-ng from PyPI, pinned, in its own venv under the cache;
-#   3. a Debian 6.12 kernel: the newest linux-image-6.12.*-amd64 the archive offers
+#   3. the seccomp profile podman and CRI-O apply by default, as Debian ships it
+#      (/usr/share/containers/seccomp.json of golang-github-containers-common), unpacked
+#      from the downloaded package into containers-common/ (not installed: it would pull
+#      in iptables and the CNI plugins); the guest's container test runs the image
+#      under it. Best effort: without it only that test skips (fails under CI);
+#   4. a Debian 6.12 kernel: the newest linux-image-6.12.*-amd64 the archive offers
 #      (else the newest one already cached), unpacked with its modules, and the
 #      matching linux-headers for BCC inside the guest.
 # Everything lands in /var/cache/contention-exporter/ so a rerun downloads nothing.
@@ -59,6 +64,40 @@ if [ ! -x "$VNG_VENV/bin/vng" ]; then
     "virtme-ng==$VIRTME_NG_VERSION" >&2
 fi
 ln -sfn "$VNG_VENV" "$VM/virtme-ng"
+
+# The containers/common seccomp profile, from the package as Debian ships it.
+SECCOMP_PKG=golang-github-containers-common
+SECCOMP_DIR="$VM/containers-common"
+fetch_seccomp_profile() {
+  local ver work
+  ver="$(apt-cache policy "$SECCOMP_PKG" 2>/dev/null | awk '/Candidate:/ {print $2}')"
+  if [ -z "$ver" ] || [ "$ver" = "(none)" ]; then
+    update_once
+    ver="$(apt-cache policy "$SECCOMP_PKG" 2>/dev/null | awk '/Candidate:/ {print $2}')"
+  fi
+  [ -n "$ver" ] && [ "$ver" != "(none)" ] || return 1
+  [ "$(cat "$SECCOMP_DIR/version" 2>/dev/null)" = "$ver" ] && return 0
+  work="$(mktemp -d)"
+  log "downloading $SECCOMP_PKG $ver for its seccomp profile"
+  if (cd "$work" && apt_get download "$SECCOMP_PKG=$ver" >&2 2>/dev/null) \
+      && dpkg -x "$work"/*.deb "$work/x" \
+      && [ -s "$work/x/usr/share/containers/seccomp.json" ]; then
+    rm -rf "$SECCOMP_DIR"; mkdir -p "$SECCOMP_DIR"
+    cp "$work/x/usr/share/containers/seccomp.json" "$SECCOMP_DIR/seccomp.json"
+    echo "$ver" >"$SECCOMP_DIR/version"
+    rm -rf "$work"
+    return 0
+  fi
+  rm -rf "$work"
+  return 1
+}
+if ! fetch_seccomp_profile; then
+  if [ -s "$SECCOMP_DIR/seccomp.json" ]; then
+    log "using the cached $SECCOMP_PKG $(cat "$SECCOMP_DIR/version") seccomp profile"
+  else
+    log "no $SECCOMP_PKG package could be downloaded: the seccomp container test skips"
+  fi
+fi
 
 # The kernel: newest linux-image-<series>.N+debXX-<arch> (signed) the archive offers.
 newest_offered() {

@@ -35,6 +35,8 @@ EXIT_NO_TESTS = 5
 # What the guest's container test needs beyond the lane's own packages.
 GUEST_PACKAGES = ("runc",)
 IMAGE_FLAVOR = "core"
+# containers/common's seccomp profile as Debian ships it (scripts/setup-vm.sh unpacks it).
+SECCOMP_PROFILE = guest.CACHE / "containers-common" / "seccomp.json"
 
 
 def _ci() -> bool:
@@ -153,6 +155,15 @@ def main(argv: list[str] | None = None) -> int:
         "CONTENTION_VM_KERNEL": kernel.release,
         "CI": os.environ.get("CI", ""),
     }
+    if SECCOMP_PROFILE.exists():
+        # The guest sees /var under a tmpfs overlay: hand it a copy in the results dir.
+        profile = os.path.join(results, "containers-common-seccomp.json")
+        shutil.copyfile(SECCOMP_PROFILE, profile)
+        env["CONTENTION_VM_SECCOMP"] = profile
+        version = SECCOMP_PROFILE.with_name("version")
+        env["CONTENTION_VM_SECCOMP_VERSION"] = (
+            version.read_text().strip() if version.exists() else ""
+        )
     # Inside the checkout: a directory the guest shares read-only, at the same path.
     image_dir = str(guest.ROOT / "build" / "vm-image")
     shutil.rmtree(image_dir, ignore_errors=True)

@@ -20,6 +20,13 @@ as a pod's); the guest scrapes it there through ``nsenter --net``.
   the exporter reports it and when the CO-RE loader is called directly in the
   container past the exporter's own capability check (what the kernel answers); else
   the manifest grants more than it needs. What failed is recorded in image.json.
+* the manifest's privileges under a seccomp profile (``oci-run-spec.py --seccomp``),
+  what Kubernetes' ``RuntimeDefault`` is on a node: containers/common's profile as
+  Debian ships it (``/usr/share/containers/seccomp.json``, podman's and CRI-O's
+  default; ``scripts/setup-vm.sh`` unpacks it) allows ``bpf`` only with CAP_SYS_ADMIN,
+  so the probe must NOT load, the reason saying so; the same profile with ``bpf``
+  allowed to a holder of CAP_BPF (a model of the rule containerd >= 1.7 and Docker >=
+  23.0 ship, not their file) must load it. docs/kubernetes.md has the table.
 
 Where the image could not be built the tests skip with the reason (under CI they fail).
 """
@@ -165,9 +172,12 @@ def _runc_state(name: str) -> dict[str, Any] | None:
 
 
 @contextlib.contextmanager
-def run_image(img: Image, name: str, caps: list[str]) -> Iterator[Container]:
+def run_image(
+    img: Image, name: str, caps: list[str], seccomp: Path | None = None
+) -> Iterator[Container]:
     """The image under the DaemonSet's security context, with ``caps`` as its
-    ``capabilities.add`` (the manifest's list, or one less)."""
+    ``capabilities.add`` (the manifest's list, or one less), and the seccomp profile
+    ``seccomp`` (Docker/containers format) or none."""
     ds = _daemonset()
     _exporter(ds)["securityContext"]["capabilities"]["add"] = caps
     bundle = img.work / f"bundle-{name}"
@@ -188,6 +198,7 @@ def run_image(img: Image, name: str, caps: list[str]) -> Iterator[Container]:
             "--no-kubernetes",
             "--listen",
             LISTEN,
+            *(["--seccomp", str(seccomp)] if seccomp is not None else []),
         ],
         check=True,
         stdout=subprocess.DEVNULL,
@@ -269,7 +280,8 @@ def _proc_facts(pid: int) -> dict[str, Any]:
     """What the kernel says about the container's process: its effective capabilities,
     RLIMIT_MEMLOCK, and the memory its BPF maps and programs lock (fdinfo memlock)."""
     with open(f"/proc/{pid}/status") as f:
-        cap_eff = next(int(line.split()[1], 16) for line in f if line.startswith("CapEff:"))
+        status = {k: v.strip() for k, _, v in (line.partition(":") for line in f)}
+    cap_eff = int(status["CapEff"], 16)
     with open(f"/proc/{pid}/limits") as f:
         memlock = next(line.split()[3] for line in f if line.startswith("Max locked memory"))
     bpf_bytes = 0
@@ -282,6 +294,7 @@ def _proc_facts(pid: int) -> dict[str, Any]:
         "capabilities": _cap_names(cap_eff),
         "rlimit_memlock_bytes": int(memlock) if memlock.isdigit() else memlock,
         "bpf_memlock_bytes": bpf_bytes,
+        "seccomp_mode": int(status.get("Seccomp", "0")),  # 2: a filter is on
     }
 
 
@@ -352,14 +365,14 @@ def test_image_under_the_daemonsets_privileges(image: Image, make_lab: MakeLab) 
         assert facts["bpf_memlock_bytes"] > facts["rlimit_memlock_bytes"], facts
 
 
-@pytest.mark.timeout(600)
-@pytest.mark.parametrize("dropped", GRANTED)
-def test_each_granted_capability_is_needed(image: Image, dropped: str) -> None:
-    """Without any one of the capabilities the manifest grants, the probe does not load
-    (the exporter still serves, saying why). A probe that loads anyway proves the
-    capability unneeded: drop it from the chart."""
-    caps = [c for c in GRANTED if c != dropped]
-    with run_image(image, f"without-{dropped.lower().replace('_', '-')}", caps) as c:
+def probe_attempt(
+    img: Image, name: str, caps: list[str], seccomp: Path | None = None
+) -> dict[str, Any]:
+    """Run the image until the probe has been tried: what the exporter reports
+    (``probe_loaded``: value and labels), its probe log lines, what the kernel answers
+    the CO-RE loader run directly in the container (``kernel_says``), and the process's
+    facts (:func:`_proc_facts`)."""
+    with run_image(img, name, caps, seccomp=seccomp) as c:
         s = await_metrics(c, lambda s: probe_loaded(s) is not None)
         facts = _proc_facts(c.pid)
         log = c.log_tail(60)
@@ -367,12 +380,96 @@ def test_each_granted_capability_is_needed(image: Image, dropped: str) -> None:
     loaded = probe_loaded(s)
     assert loaded is not None
     probe_lines = [line for line in log.splitlines() if "probe" in line.lower()]
-    _record(
-        image,
-        f"without {dropped}",
-        {"probe_loaded": loaded, "log": probe_lines[-3:], "kernel_says": kernel, **facts},
-    )
+    return {
+        "capabilities_added": caps,
+        "probe_loaded": loaded,
+        "log": probe_lines[-3:],
+        "kernel_says": kernel,
+        **facts,
+    }
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("dropped", GRANTED)
+def test_each_granted_capability_is_needed(image: Image, dropped: str) -> None:
+    """Without any one of the capabilities the manifest grants, the probe does not load
+    (the exporter still serves, saying why). A probe that loads anyway proves the
+    capability unneeded: drop it from the chart."""
+    caps = [c for c in GRANTED if c != dropped]
+    run = probe_attempt(image, f"without-{dropped.lower().replace('_', '-')}", caps)
+    _record(image, f"without {dropped}", run)
+    loaded, kernel = run["probe_loaded"], run["kernel_says"]
     assert loaded[0] == 0.0 and kernel[0] != "loaded", (
         f"the probe loads without CAP_{dropped} ({loaded[1]}, {kernel}): the manifest "
         "grants more than it needs"
     )
+
+
+@pytest.fixture(scope="module")
+def containers_profile(image: Image) -> dict[str, Any]:
+    """containers/common's seccomp profile as Debian ships it (from the lane)."""
+    path = os.environ.get("CONTENTION_VM_SECCOMP", "")
+    if not path:
+        reason = "scripts/setup-vm.sh could not fetch golang-github-containers-common"
+        if _ci():
+            pytest.fail(f"the seccomp test cannot run under CI: {reason}", pytrace=False)
+        pytest.skip(reason)
+    profile: dict[str, Any] = json.loads(Path(path).read_text())
+    return profile
+
+
+def bpf_gated_by_cap_bpf(profile: dict[str, Any]) -> dict[str, Any]:
+    """``profile`` with ``bpf`` allowed to a holder of CAP_BPF, as containerd (PR #7301,
+    1.7) and moby (PR #43987, 23.0) allow it: an ALLOW rule included by CAP_BPF, and
+    ``bpf`` taken out of any rule that would deny it unless CAP_SYS_ADMIN and put back
+    in its own copy of that rule, excluded by CAP_BPF too: containers/common denies with
+    EPERM explicitly, and of two argument-less rules for one syscall with different
+    actions libseccomp (2.5.4) keeps the first, so an allow rule merely appended would
+    lose. A model of their rule, not their profile."""
+    out: dict[str, Any] = json.loads(json.dumps(profile))
+    rules = []
+    for rule in out["syscalls"]:
+        names = rule.get("names") or []
+        if "bpf" in names and rule["action"] != "SCMP_ACT_ALLOW":
+            rule["names"] = [n for n in names if n != "bpf"]
+            alone = json.loads(json.dumps(rule))
+            alone["names"] = ["bpf"]
+            excludes = alone.setdefault("excludes", {})
+            excludes["caps"] = [*(excludes.get("caps") or []), "CAP_BPF"]
+            rules.append(alone)
+        rules.append(rule)
+    rules.append({"names": ["bpf"], "action": "SCMP_ACT_ALLOW", "includes": {"caps": ["CAP_BPF"]}})
+    out["syscalls"] = rules
+    return out
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("variant", ["containers-common", "bpf-gated-by-cap-bpf"])
+def test_the_probe_under_a_runtime_default_seccomp_profile(
+    image: Image, containers_profile: dict[str, Any], variant: str
+) -> None:
+    """RuntimeDefault is the runtime's profile. With only CAP_BPF + CAP_PERFMON,
+    containers/common's (CRI-O, podman) denies ``bpf`` (EPERM): the probe does not load
+    and the reason says it was denied although the capabilities are held. With ``bpf``
+    allowed to CAP_BPF (containerd, Docker) it loads: the CO-RE loader attaches through
+    ``bpf()`` only, so ``perf_event_open`` (still denied here) is not needed."""
+    profile = containers_profile
+    if variant == "bpf-gated-by-cap-bpf":
+        profile = bpf_gated_by_cap_bpf(profile)
+    path = image.work / f"seccomp-{variant}.json"
+    path.write_text(json.dumps(profile))
+    run = probe_attempt(image, f"seccomp-{variant}", GRANTED, seccomp=path)
+    run["profile"] = "golang-github-containers-common " + os.environ.get(
+        "CONTENTION_VM_SECCOMP_VERSION", "?"
+    )
+    _record(image, f"seccomp {variant}", run)
+    loaded, kernel = run["probe_loaded"], run["kernel_says"]
+    assert run["seccomp_mode"] == 2, run  # the filter is on
+    assert run["capabilities"] == sorted(GRANTED), run
+    if variant == "containers-common":
+        assert loaded[0] == 0.0 and kernel[0] != "loaded", (loaded, kernel)
+        assert loaded[1].get("reason") == "not-root", loaded
+        assert "seccomp" in "\n".join(kernel), kernel  # the detail names the cause
+    else:
+        assert loaded[0] == 1.0 and loaded[1].get("loader") == "core", (loaded, run["log"])
+        assert kernel[0] == "loaded", kernel
