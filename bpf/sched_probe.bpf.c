@@ -84,18 +84,30 @@ struct {
 } blame SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* the loader sets: possible CPUs */
+	__type(key, u32);
+	__type(value, struct cpu_ring);
+} cpu_rings SEC(".maps"); /* CPU -> its run slices (sched_probe.h: why not per-CPU) */
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, u32);
-	__type(value, struct cpu_state);
-} cpu_states SEC(".maps");
+	__type(value, struct cpu_stats);
+} cpu_stats SEC(".maps");
 
 #define EXIT_ZOMBIE_OR_DEAD 0x30 /* task->exit_state at its last switch-out */
 
-static __always_inline struct cpu_state *this_cpu(void)
+static __always_inline struct cpu_stats *this_cpu(void)
 {
 	u32 zero = 0;
-	return bpf_map_lookup_elem(&cpu_states, &zero);
+	return bpf_map_lookup_elem(&cpu_stats, &zero);
+}
+
+static __always_inline struct cpu_ring *ring_of(u32 cpu)
+{
+	return bpf_map_lookup_elem(&cpu_rings, &cpu); /* NULL past max_entries */
 }
 
 static __always_inline bool rq_clock_usable(void)
@@ -127,6 +139,14 @@ static __always_inline u64 task_cgroup(struct task_struct *p)
 	return p->cgroups->dfl_cgrp->kn->id;
 }
 
+/* task_cpu(p): in thread_info since 5.16, in the task before. */
+static __always_inline u32 task_cpu(struct task_struct *p)
+{
+	if (bpf_core_field_exists(p->thread_info.cpu))
+		return p->thread_info.cpu;
+	return ((struct task_struct___pre516 *)p)->cpu;
+}
+
 /* Still runnable at switch-out: preempted, or its state is TASK_RUNNING. */
 static __always_inline bool prev_runnable(u64 *ctx, struct task_struct *prev)
 {
@@ -156,7 +176,7 @@ static __always_inline u32 current_gen(void)
 /* The histogram slot of `cgroup` (NO_SLOT: not tracked): from the pid's entry when its
  * cache is current, else from the tracked hash (then cached). Also keeps the entry's
  * cgroup. `ps` may be NULL (a hashed pid without an entry). */
-static __always_inline u32 slot_of(struct cpu_state *st, struct pid_state *ps, u64 cgroup)
+static __always_inline u32 slot_of(struct cpu_stats *st, struct pid_state *ps, u64 cgroup)
 {
 	u32 gen = current_gen();
 	if (ps && ps->cgroup == cgroup && ps->gen == gen)
@@ -175,7 +195,7 @@ static __always_inline u32 slot_of(struct cpu_state *st, struct pid_state *ps, u
 
 /* A hashed pid's new entry (NULL: the hash part is full). Only tracked tasks get one:
  * pids below max_pids are direct-mapped and need none. */
-static __always_inline struct pid_state *pid_insert(struct cpu_state *st, u32 pid, u64 cgroup,
+static __always_inline struct pid_state *pid_insert(struct cpu_stats *st, u32 pid, u64 cgroup,
 						    u32 slot)
 {
 	if (pid < knobs.max_pids) /* for the verifier: a direct lookup never fails */
@@ -190,7 +210,7 @@ static __always_inline struct pid_state *pid_insert(struct cpu_state *st, u32 pi
 	return ps;
 }
 
-static __always_inline void forget_pid(struct cpu_state *st, u32 pid)
+static __always_inline void forget_pid(struct cpu_stats *st, u32 pid)
 {
 	struct pid_state *ps = pid_find(pid);
 	if (!ps || ps->cgroup == 0)
@@ -208,7 +228,7 @@ static __always_inline void forget_pid(struct cpu_state *st, u32 pid)
 }
 
 /* Add `ns` of `victim`'s wait to `culprit`'s cell. */
-static __always_inline void blame_add(struct cpu_state *st, u64 victim, u64 culprit, u64 ns)
+static __always_inline void blame_add(struct cpu_stats *st, u64 victim, u64 culprit, u64 ns)
 {
 	struct blame_key key = {.victim = victim, .culprit = culprit};
 	struct blame_cell *cell = bpf_map_lookup_elem(&blame, &key);
@@ -232,6 +252,7 @@ static __always_inline void blame_add(struct cpu_state *st, u64 victim, u64 culp
 #define RING_EARLY_EXIT 1 /* sched_probe_logic.h: attribute_wait */
 #define KNOB_NBOUNDS knobs.nbounds
 #define KNOB_BOUND(i) knobs.bounds_ns[i]
+#define KNOB_MIN_WAIT knobs.min_wait_ns
 
 static __always_inline struct runq_hist *runq_slot(u32 slot)
 {
@@ -241,7 +262,7 @@ static __always_inline struct runq_hist *runq_slot(u32 slot)
 #include "sched_probe_logic.h"
 
 /* Task `pid` of `cgroup` is runnable since `since`: it starts waiting if tracked. */
-static __always_inline void became_runnable(struct cpu_state *st, u32 pid, u64 cgroup,
+static __always_inline void became_runnable(struct cpu_stats *st, u32 pid, u64 cgroup,
 					    u64 since)
 {
 	struct pid_state *ps = pid_find(pid);
@@ -260,8 +281,9 @@ int handle_sched_switch(u64 *ctx)
 {
 	struct task_struct *prev = (struct task_struct *)ctx[1];
 	struct task_struct *next = (struct task_struct *)ctx[2];
-	struct cpu_state *st = this_cpu();
-	if (!st)
+	struct cpu_stats *st = this_cpu();
+	struct cpu_ring *ring = ring_of(bpf_get_smp_processor_id());
+	if (!st || !ring)
 		return 0;
 	st->stats[STAT_SWITCHES]++;
 	u64 now = switch_clock(prev);
@@ -276,7 +298,7 @@ int handle_sched_switch(u64 *ctx)
 			forget_pid(st, prev_pid);
 	}
 	if (knobs.occupancy)
-		push_slice(st, prev_cgroup, now);
+		push_slice(ring, prev_cgroup, now);
 
 	/* next: did a tracked task just finish waiting? */
 	u32 next_pid = next->pid;
@@ -301,10 +323,10 @@ int handle_sched_switch(u64 *ctx)
 	if (delta < knobs.min_wait_ns)
 		return 0;
 	st->stats[STAT_BLAME_EVENTS]++;
-	if (knobs.occupancy)
-		attribute_wait(st, victim, since, now);
-	else
+	if (!knobs.occupancy)
 		blame_add(st, victim, prev_cgroup, delta);
+	else if (now > ps->attr_since) /* since, or when it left the CPU it waited on */
+		attribute_wait(ring, st, victim, ps->attr_since, now);
 	return 0;
 }
 
@@ -314,7 +336,7 @@ static __always_inline int on_wakeup(struct task_struct *p)
 	u64 since = queued_at(p);
 	if (since == 0)
 		return 0;
-	struct cpu_state *st = this_cpu();
+	struct cpu_stats *st = this_cpu();
 	if (!st)
 		return 0;
 	became_runnable(st, p->pid, task_cgroup(p), since);
@@ -333,4 +355,36 @@ SEC("tp_btf/sched_wakeup_new")
 int handle_sched_wakeup_new(u64 *ctx)
 {
 	return on_wakeup((struct task_struct *)ctx[0]);
+}
+
+/* sched_migrate_task(struct task_struct *p, int dest_cpu), from set_task_cpu() before
+ * the task changes CPU: task_cpu(p) and p's run queue are still the source's. A
+ * queued task (on_rq set: the kernel dequeued it to move it) that was waiting has the
+ * part of its wait spent there split over the source CPU's slices
+ * (sched_probe_logic.h: split_at_migration, which says why reading that ring is
+ * safe from here). A waking task being placed (on_rq 0) was not waiting: nothing to
+ * split. */
+SEC("tp_btf/sched_migrate_task")
+int handle_sched_migrate_task(u64 *ctx)
+{
+	struct task_struct *p = (struct task_struct *)ctx[0];
+	if (!knobs.occupancy || !p->on_rq)
+		return 0;
+	struct pid_state *ps = pid_find(p->pid);
+	if (!ps || ps->since == 0)
+		return 0;
+	struct cpu_stats *st = this_cpu();
+	struct cpu_ring *ring = ring_of(task_cpu(p));
+	if (!st || !ring)
+		return 0;
+	u64 running = CULPRIT_UNATTRIBUTED_KEY; /* who runs on the source CPU now */
+	if (bpf_core_field_exists(struct sched_entity, cfs_rq) &&
+	    bpf_core_field_exists(struct cfs_rq, rq)) {
+		struct task_struct *curr = p->se.cfs_rq->rq->curr; /* the source's, locked */
+		if (curr)
+			running = curr->pid == 0 ? CULPRIT_IDLE_KEY : task_cgroup(curr);
+	}
+	u64 now = rq_clock_usable() ? p->se.cfs_rq->rq->clock : bpf_ktime_get_ns();
+	split_at_migration(ring, st, ps, running, now);
+	return 0;
 }

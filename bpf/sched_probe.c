@@ -43,6 +43,9 @@
 #ifndef MAX_BLAME
 #define MAX_BLAME 32768
 #endif
+#ifndef MAX_CPUS
+#define MAX_CPUS 64 /* the loader passes the possible CPUs */
+#endif
 
 /* sched_switch prev_state bits, as the tracepoint format reports them. */
 #define PREV_STATE_PREEMPTED 0x100 /* TASK_REPORT_MAX: preempted while runnable */
@@ -54,17 +57,23 @@ BPF_ARRAY(pid_direct, struct pid_state, MAX_PIDS);            /* pid < MAX_PIDS:
 BPF_HASH(pid_hashed, u32, struct pid_state, MAX_PIDS);        /* pid >= MAX_PIDS */
 BPF_ARRAY(runq, struct runq_hist, MAX_CGROUPS); /* histogram slot -> histogram + owner */
 BPF_HASH(blame, struct blame_key, struct blame_cell, MAX_BLAME);
-BPF_PERCPU_ARRAY(cpu_states, struct cpu_state, 1);
+BPF_ARRAY(cpu_rings, struct cpu_ring, MAX_CPUS); /* CPU -> its run slices (sched_probe.h) */
+BPF_PERCPU_ARRAY(cpu_stats, struct cpu_stats, 1);
 
 /* Cost notes (bench/probe_bench.py, docs/probe.md): per-CPU and plain array lookups
  * are inlined and nearly free; a hash lookup costs tens of ns, a hash update or an
  * insert + delete several hundred. So the per-wait path below does no hash insert or
  * delete at all: a wait is two field writes in the pid's entry. */
 
-static __always_inline struct cpu_state *this_cpu(void)
+static __always_inline struct cpu_stats *this_cpu(void)
 {
 	int zero = 0;
-	return cpu_states.lookup(&zero);
+	return cpu_stats.lookup(&zero);
+}
+
+static __always_inline struct cpu_ring *ring_of(u32 cpu)
+{
+	return cpu_rings.lookup(&cpu); /* NULL past MAX_CPUS */
 }
 
 /* The pid's state entry, or NULL. A direct slot is returned even when empty
@@ -78,7 +87,7 @@ static __always_inline struct pid_state *pid_find(u32 pid)
 
 /* Remember that `pid` runs in `cgroup`; returns its entry (NULL: the hash part is
  * full). Written only when it changed, so an unchanged entry stays a clean line. */
-static __always_inline struct pid_state *remember_cgroup(struct cpu_state *st, u32 pid,
+static __always_inline struct pid_state *remember_cgroup(struct cpu_stats *st, u32 pid,
 							 u64 cgroup)
 {
 	struct pid_state *ps = pid_find(pid);
@@ -107,7 +116,7 @@ static __always_inline struct pid_state *remember_cgroup(struct cpu_state *st, u
 	return ps;
 }
 
-static __always_inline void forget_pid(struct cpu_state *st, u32 pid)
+static __always_inline void forget_pid(struct cpu_stats *st, u32 pid)
 {
 	struct pid_state *ps = pid_find(pid);
 	if (!ps || ps->cgroup == 0)
@@ -149,7 +158,7 @@ static __always_inline u32 slot_of(struct pid_state *ps, u64 cgroup)
 
 
 /* Add `ns` of `victim`'s wait to `culprit`'s cell. */
-static __always_inline void blame_add(struct cpu_state *st, u64 victim, u64 culprit, u64 ns)
+static __always_inline void blame_add(struct cpu_stats *st, u64 victim, u64 culprit, u64 ns)
 {
 	struct blame_key key = {.victim = victim, .culprit = culprit};
 	struct blame_cell *cell = blame.lookup(&key);
@@ -174,6 +183,7 @@ static __always_inline void blame_add(struct cpu_state *st, u64 victim, u64 culp
 #endif
 #define KNOB_NBOUNDS RUNQ_NBOUNDS
 #define KNOB_BOUND(i) runq_bounds[i]
+#define KNOB_MIN_WAIT MIN_WAIT_NS
 static const u64 runq_bounds[RUNQ_MAX_BOUNDS] = {RUNQ_BOUNDS_NS};
 
 static __always_inline struct runq_hist *runq_slot(u32 slot)
@@ -185,8 +195,9 @@ static __always_inline struct runq_hist *runq_slot(u32 slot)
 
 TRACEPOINT_PROBE(sched, sched_switch)
 {
-	struct cpu_state *st = this_cpu();
-	if (!st)
+	struct cpu_stats *st = this_cpu();
+	struct cpu_ring *ring = ring_of(bpf_get_smp_processor_id());
+	if (!st || !ring)
 		return 0;
 	st->stats[STAT_SWITCHES]++;
 	/* One clock read per switch. Occupancy needs it for every slice; last runner
@@ -215,18 +226,33 @@ TRACEPOINT_PROBE(sched, sched_switch)
 #endif
 					mark_waiting(st, ps, prev_cgroup, slot, now);
 				}
+			} else if (ps && ps->since != 0) {
+				/* Going to sleep, so not waiting: a wakeup that found it
+				 * still running left this (the migration hook must not
+				 * take it for a wait). */
+				ps->since = 0;
+				st->stats[STAT_START_DELETED]++;
 			}
 		}
 	}
 #if ATTR_OCCUPANCY
-	push_slice(st, prev_cgroup, now);
+	push_slice(ring, prev_cgroup, now);
 #endif
 
 	/* next: did a tracked task just finish waiting? */
 	u32 next_pid = args->next_pid;
-	if (next_pid == 0)
+	if (next_pid == 0) {
+#if ATTR_OCCUPANCY
+		ring->running = CULPRIT_IDLE_KEY;
+#endif
 		return 0;
+	}
 	struct pid_state *ps = pid_find(next_pid);
+#if ATTR_OCCUPANCY
+	/* Who runs now, for a migration before the next switch (0: not known yet). */
+	u64 next_cgroup = ps ? ps->cgroup : 0;
+	ring->running = next_cgroup ? next_cgroup : CULPRIT_UNATTRIBUTED_KEY;
+#endif
 	if (!ps)
 		return 0;
 	u64 since = ps->since;
@@ -248,7 +274,9 @@ TRACEPOINT_PROBE(sched, sched_switch)
 		return 0;
 	st->stats[STAT_BLAME_EVENTS]++;
 #if ATTR_OCCUPANCY
-	attribute_wait(st, victim, since, now);
+	u64 attr_since = ps->attr_since; /* since, or when it left the CPU it waited on */
+	if (now > attr_since)
+		attribute_wait(ring, st, victim, attr_since, now);
 #else
 	blame_add(st, victim, prev_cgroup, delta);
 #endif
@@ -257,7 +285,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
 
 TRACEPOINT_PROBE(sched, sched_wakeup)
 {
-	struct cpu_state *st = this_cpu();
+	struct cpu_stats *st = this_cpu();
 	if (!st)
 		return 0;
 	u32 pid = args->pid;
@@ -276,7 +304,7 @@ TRACEPOINT_PROBE(sched, sched_wakeup)
 TRACEPOINT_PROBE(sched, sched_wakeup_new)
 {
 	/* A new task starts in its parent's cgroup, and the parent is current. */
-	struct cpu_state *st = this_cpu();
+	struct cpu_stats *st = this_cpu();
 	if (!st)
 		return 0;
 	u32 pid = args->pid;
@@ -290,9 +318,30 @@ TRACEPOINT_PROBE(sched, sched_wakeup_new)
 
 TRACEPOINT_PROBE(sched, sched_process_exit)
 {
-	struct cpu_state *st = this_cpu();
+	struct cpu_stats *st = this_cpu();
 	if (!st)
 		return 0;
 	forget_pid(st, args->pid);
+	return 0;
+}
+
+/* A task changes CPU (set_task_cpu(), before it does). A tracked task that was
+ * waiting is queued (a waking task is placed before sched_wakeup marks it, and a task
+ * switched out asleep has no wait left: see sched_switch), so the part of its wait
+ * spent on orig_cpu is split over that CPU's slices (sched_probe_logic.h:
+ * split_at_migration, which says why reading that ring is safe from here). */
+TRACEPOINT_PROBE(sched, sched_migrate_task)
+{
+#if ATTR_OCCUPANCY
+	u32 pid = args->pid;
+	struct pid_state *ps = pid_find(pid);
+	if (!ps || ps->since == 0)
+		return 0;
+	struct cpu_stats *st = this_cpu();
+	struct cpu_ring *ring = ring_of(args->orig_cpu);
+	if (!st || !ring)
+		return 0;
+	split_at_migration(ring, st, ps, ring->running, bpf_ktime_get_ns());
+#endif
 	return 0;
 }

@@ -30,8 +30,8 @@
 #define CULPRIT_IDLE_KEY 0ULL
 #define CULPRIT_UNATTRIBUTED_KEY 0xffffffffffffffffULL
 
-/* Counters, one array per CPU (summed in userspace). Order is mirrored by
- * exporter/probe/decode.py:STAT_NAMES. */
+/* Counters, one array per CPU (cpu_stats, summed in userspace). Order is mirrored
+ * by exporter/probe/decode.py:STAT_NAMES. */
 enum stat_index {
 	STAT_SWITCHES = 0,     /* sched_switch events seen */
 	STAT_ENQUEUES,         /* tracked tasks that started waiting */
@@ -47,6 +47,7 @@ enum stat_index {
 	STAT_START_DELETED,
 	STAT_UNKNOWN_PID,      /* wakeup of a pid whose cgroup is not known yet (BCC) */
 	STAT_RING_SHORT,       /* waits the slice ring did not fully cover */
+	STAT_MIGRATED,         /* waits split by a migration (counted per migration) */
 	STAT_COUNT
 };
 
@@ -56,11 +57,21 @@ struct run_slice {
 	u64 end;
 };
 
-struct cpu_state {
+/* One CPU's recent run slices (occupancy mode), in an array indexed by CPU
+ * (cpu_rings), not a per-CPU map: when a waiting task is migrated, the hook reads the
+ * ring of the CPU it leaves, which may not be the CPU it runs on. A CPU's ring is
+ * written only by that CPU's sched_switch, under its run-queue lock; the migration
+ * hook reads it under the same lock. */
+struct cpu_ring {
 	u64 last_switch; /* when the task now on this CPU was switched in (0: unknown) */
+	u64 running;     /* that task's cgroup (BCC only: CO-RE reads rq->curr instead) */
 	u32 head;        /* ring index of the newest slice */
 	u32 used;        /* valid slices in the ring */
 	struct run_slice ring[RING_MAX_SLOTS];
+};
+
+/* A CPU's counters (cpu_stats, a per-CPU array: the hot path shares no line). */
+struct cpu_stats {
 	u64 stats[STAT_COUNT];
 };
 
@@ -76,6 +87,7 @@ struct pid_state {
 	u64 cgroup;      /* the task's cgroup, as last seen (0: unknown) */
 	u64 since;       /* when it became runnable, if it is a waiting tracked task (0: not) */
 	u64 victim;      /* its (tracked) cgroup at that time */
+	u64 attr_since;  /* the wait is attributed up to here (since, or its last migration) */
 	u32 victim_slot; /* and that cgroup's histogram slot */
 	u32 slot;        /* cached: the histogram slot of `cgroup`, NO_SLOT if untracked */
 	u32 gen;         /* the tracked-set generation the cache was filled in */

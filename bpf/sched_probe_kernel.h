@@ -64,9 +64,13 @@ struct sched_info {
 	unsigned long long last_queued;
 } __attribute__((preserve_access_index));
 
-/* The run queue's clock, updated by the scheduler at every switch. */
+struct task_struct;
+
+/* The run queue's clock, updated by the scheduler at every switch, and the task on
+ * its CPU (in an anonymous union with `donor` since 6.13; CO-RE finds it there). */
 struct rq {
 	u64 clock;
+	struct task_struct *curr;
 } __attribute__((preserve_access_index));
 
 /* CONFIG_FAIR_GROUP_SCHED: the CFS run queue a task's entity is on, and its CPU's rq
@@ -79,8 +83,15 @@ struct sched_entity {
 	struct cfs_rq *cfs_rq;
 } __attribute__((preserve_access_index));
 
+/* task_cpu(): thread_info.cpu since 5.16 (task_struct.cpu before). */
+struct thread_info {
+	u32 cpu;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
+	struct thread_info thread_info;
 	unsigned int __state; /* Linux 5.14+ */
+	int on_rq;            /* 0: not on a run queue (a waking task) */
 	int exit_state;
 	int pid;
 	struct css_set *cgroups;
@@ -91,6 +102,11 @@ struct task_struct {
 /* Before 5.14 the state member was `long state`. */
 struct task_struct___pre514 {
 	long state;
+} __attribute__((preserve_access_index));
+
+/* Before 5.16 the CPU was a member of the task. */
+struct task_struct___pre516 {
+	unsigned int cpu;
 } __attribute__((preserve_access_index));
 
 #endif /* CONTENTION_SCHED_PROBE_KERNEL_H */

@@ -7,7 +7,8 @@
  *   RING_EARLY_EXIT     1: the walk stops at the first slice older than the wait
  *   KNOB_NBOUNDS        finite histogram bounds in use (<= RUNQ_MAX_BOUNDS)
  *   KNOB_BOUND(i)       the i-th bound in ns
- *   blame_add(st, victim, culprit, ns)   adds ns to a matrix cell (its map, its way)
+ *   KNOB_MIN_WAIT       min_wait in ns: shorter waits stay out of the matrix
+ *   blame_add(cs, victim, culprit, ns)   adds ns to a matrix cell (its map, its way)
  *   runq_slot(slot)     the histogram at `slot` (an array lookup), or NULL
  */
 #ifndef CONTENTION_SCHED_PROBE_LOGIC_H
@@ -31,23 +32,24 @@ static __always_inline u32 hist_slot(u64 delta)
  * histogram slot is `slot`, became runnable at `now`. An entry left by a wakeup that
  * found the task still on its CPU (it never waited) is overwritten: the latest start
  * is the true one. */
-static __always_inline void mark_waiting(struct cpu_state *st, struct pid_state *ps,
+static __always_inline void mark_waiting(struct cpu_stats *cs, struct pid_state *ps,
 					 u64 cgroup, u32 slot, u64 now)
 {
 	if (!ps) {
-		st->stats[STAT_FAIL_START]++;
+		cs->stats[STAT_FAIL_START]++;
 		return;
 	}
 	if (ps->since == 0)
-		st->stats[STAT_START_INSERTED]++;
+		cs->stats[STAT_START_INSERTED]++;
 	ps->since = now;
+	ps->attr_since = now;
 	ps->victim = cgroup;
 	ps->victim_slot = slot;
-	st->stats[STAT_ENQUEUES]++;
+	cs->stats[STAT_ENQUEUES]++;
 }
 
 /* The task that ran on this CPU over [st->last_switch, now] was `who`. */
-static __always_inline void push_slice(struct cpu_state *st, u64 who, u64 now)
+static __always_inline void push_slice(struct cpu_ring *st, u64 who, u64 now)
 {
 	u64 start = st->last_switch;
 	st->last_switch = now;
@@ -80,8 +82,8 @@ static __always_inline void push_slice(struct cpu_state *st, u64 who, u64 now)
  *     loop is rejected even at 32 slots ("sequence of 8193 jumps is too complex",
  *     Linux 6.18); without them it verifies at every size up to RING_MAX_SLOTS,
  *     each slot costing a few compares (docs/probe.md, Cost). */
-static __always_inline void attribute_wait(struct cpu_state *st, u64 victim, u64 since,
-					   u64 now)
+static __always_inline void attribute_wait(struct cpu_ring *st, struct cpu_stats *cs,
+					   u64 victim, u64 since, u64 now)
 {
 	u64 covered = 0;
 	u32 head = st->head;
@@ -100,20 +102,50 @@ static __always_inline void attribute_wait(struct cpu_state *st, u64 victim, u64
 		u64 lo = s->start > since ? s->start : since;
 		u64 hi = end < now ? end : now;
 		if (hi > lo) {
-			blame_add(st, victim, s->cgroup, hi - lo);
+			blame_add(cs, victim, s->cgroup, hi - lo);
 			covered += hi - lo;
 		}
 	}
 	u64 wait = now - since;
 	if (wait > covered) {
-		blame_add(st, victim, CULPRIT_UNATTRIBUTED_KEY, wait - covered);
-		st->stats[STAT_RING_SHORT]++;
+		blame_add(cs, victim, CULPRIT_UNATTRIBUTED_KEY, wait - covered);
+		cs->stats[STAT_RING_SHORT]++;
 	}
+}
+
+/* Waiting task `ps` is migrated, at `now`, off the CPU whose ring is `st` and on which
+ * `running` (a cgroup, CULPRIT_IDLE_KEY, or CULPRIT_UNATTRIBUTED_KEY: not known) runs
+ * now. The caller holds that CPU's run-queue lock (the kernel does, for a queued task
+ * it migrates: load balancing, affinity changes, RT/DL push and pull), which that
+ * CPU's sched_switch also holds when it writes the ring: the ring cannot change while
+ * it is read here, whichever CPU this runs on. The part of the wait not attributed
+ * yet, [attr_since, now], is split over that CPU's slices, plus its slice in progress
+ * [last_switch, now] for `running`; the rest of the wait will be split over the
+ * slices of the CPU where the task finally runs. Only a wait already at least
+ * min_wait long is split, so only waits that will enter the matrix do. */
+static __always_inline void split_at_migration(struct cpu_ring *st, struct cpu_stats *cs,
+					       struct pid_state *ps, u64 running, u64 now)
+{
+	u64 since = ps->attr_since;
+	if (now <= since || now - ps->since < KNOB_MIN_WAIT)
+		return; /* (clocks of two CPUs can be a little apart) */
+	u64 victim = ps->victim;
+	u64 cut = st->last_switch; /* the ring covers up to here */
+	if (cut == 0 || cut > now)
+		cut = now;
+	if (cut > since)
+		attribute_wait(st, cs, victim, since, cut);
+	else
+		cut = since;
+	if (now > cut)
+		blame_add(cs, victim, running, now - cut);
+	ps->attr_since = now;
+	cs->stats[STAT_MIGRATED]++;
 }
 
 /* Count a wait of `delta` ns in the victim's histogram. The slot belongs to the victim
  * unless userspace reassigned it since the wait began (then the wait is dropped). */
-static __always_inline void record_histogram(struct cpu_state *st, u32 vslot, u64 victim,
+static __always_inline void record_histogram(struct cpu_stats *cs, u32 vslot, u64 victim,
 					     u64 delta)
 {
 	u32 slot = hist_slot(delta);
@@ -124,7 +156,7 @@ static __always_inline void record_histogram(struct cpu_state *st, u32 vslot, u6
 		return;
 	__sync_fetch_and_add(&h->slots[slot], 1);
 	__sync_fetch_and_add(&h->sum_ns, delta);
-	st->stats[STAT_RUNQ_EVENTS]++;
+	cs->stats[STAT_RUNQ_EVENTS]++;
 }
 
 #endif /* CONTENTION_SCHED_PROBE_LOGIC_H */

@@ -15,8 +15,8 @@ Per victim (its identity labels, ``Identity.series_labels``):
 Per node: ``contention_antagonist_wait_seconds_total`` (the top-K culprits by the wait
 they caused to other victims over the window, with the cumulative count),
 ``contention_probe_loaded{loader, reason}``, ``contention_probe_unknown_blame_ratio``,
-map occupancy, capacity and update failures, sched_switch events seen, and the
-programs' kernel run time (non-zero only with ``kernel.bpf_stats_enabled=1``).
+map occupancy, capacity and update failures, sched_switch events seen, waits split by
+a migration, and the programs' kernel run time (non-zero only with ``kernel.bpf_stats_enabled=1``).
 
 Series per victim: len(RUNQ_BOUNDS_S) + 3 (histogram: the buckets, +Inf, _count,
 _sum) + top-K (blame and workload shares together) = 11 with K = 3.
@@ -171,6 +171,12 @@ def _node_families(t: ProbeTotals) -> list[Metric]:
         "Context switches (sched_switch events) the probe processed.",
     )
     switches.add_metric([], float(t.context_switches))
+    migrated = CounterMetricFamily(
+        "contention_probe_migrated_waits",
+        "Waits of tracked tasks split by a migration: the part spent queued on the CPU "
+        "the task left was attributed to that CPU's run slices (counted per migration).",
+    )
+    migrated.add_metric([], float(t.migrated_waits))
     run_s = CounterMetricFamily(
         "contention_probe_program_run_seconds",
         "Kernel time spent in each probe program (needs kernel.bpf_stats_enabled=1).",
@@ -185,4 +191,4 @@ def _node_families(t: ProbeTotals) -> list[Metric]:
         p = t.programs[name]
         run_s.add_metric([name], p.run_time_ns / 1e9)
         runs.add_metric([name], float(p.run_count))
-    return [entries, capacity, failures, switches, run_s, runs]
+    return [entries, capacity, failures, switches, migrated, run_s, runs]

@@ -29,6 +29,13 @@ def find_bpf_file(name: str, bpf_dir: str | None = None) -> Path | None:
     return None
 
 
+def possible_cpus(path: str = "/sys/devices/system/cpu/possible") -> int:
+    """The highest possible CPU number + 1 (what ``libbpf_num_possible_cpus()``
+    returns): the size of a map indexed by CPU. The file holds ranges: ``0-3,6``."""
+    text = Path(path).read_text().strip()
+    return 1 + max(int(part.split("-")[-1]) for part in text.split(",") if part)
+
+
 @dataclass(frozen=True, slots=True)
 class ProbeKnobs:
     """Every number the kernel side uses, validated once. The loaders pass them on:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .backend import ProbeKnobs, ProbeLoadError, TrackedSlots, find_bpf_file
+from .backend import ProbeKnobs, ProbeLoadError, TrackedSlots, find_bpf_file, possible_cpus
 from .decode import U32, U64, blame_item, pid_value, runq_initial, runq_value, sum_stats
 from .status import (
     REASON_ATTACH_ERROR,
@@ -35,6 +35,7 @@ PROGRAMS = {
     "sched_wakeup": b"tracepoint__sched__sched_wakeup",
     "sched_wakeup_new": b"tracepoint__sched__sched_wakeup_new",
     "sched_process_exit": b"tracepoint__sched__sched_process_exit",
+    "sched_migrate_task": b"tracepoint__sched__sched_migrate_task",
 }
 
 
@@ -57,6 +58,7 @@ def cflags(knobs: ProbeKnobs, bpf_dir: Path) -> list[str]:
         f"-DMAX_CGROUPS={knobs.max_cgroups}",
         f"-DMAX_PIDS={knobs.max_pids}",
         f"-DMAX_BLAME={knobs.max_blame}",
+        f"-DMAX_CPUS={possible_cpus()}",  # cpu_rings, indexed by CPU
     ]
 
 
@@ -160,7 +162,7 @@ class BccMaps:
         return dict(blame_item(_raw(k), _raw(v)) for k, v in self._items(self._table("blame")))
 
     def read_stats(self) -> tuple[int, ...]:
-        per_cpu = self._table("cpu_states")[ct.c_int(0)]
+        per_cpu = self._table("cpu_stats")[ct.c_int(0)]
         return sum_stats(_raw(cpu) for cpu in per_cpu)
 
     def delete_runq(self, victim: int) -> bool:

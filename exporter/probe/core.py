@@ -17,7 +17,7 @@ from .backend import ProbeKnobs, ProbeLoadError, TrackedSlots, find_bpf_file
 from .decode import (
     BLAME_KEY,
     BLAME_VALUE,
-    CPU_STATE_SIZE,
+    CPU_STATS,
     PID_STATE,
     RUNQ_VALUE,
     U32,
@@ -62,6 +62,7 @@ PROGRAMS = {
     "sched_switch": "handle_sched_switch",
     "sched_wakeup": "handle_sched_wakeup",
     "sched_wakeup_new": "handle_sched_wakeup_new",
+    "sched_migrate_task": "handle_sched_migrate_task",
 }
 
 
@@ -99,8 +100,8 @@ class CoreMaps:
         self._gen = MapFd(bpf, obj.map_fd("tracked_gen"), U32.size, U32.size)
         self._runq = MapFd(bpf, obj.map_fd("runq"), U32.size, RUNQ_VALUE.size)
         self._blame = MapFd(bpf, obj.map_fd("blame"), BLAME_KEY.size, BLAME_VALUE.size)
-        step = (CPU_STATE_SIZE + 7) & ~7
-        self._cpu = MapFd(bpf, obj.map_fd("cpu_states"), 4, step * self._ncpu)
+        step = (CPU_STATS.size + 7) & ~7
+        self._cpu = MapFd(bpf, obj.map_fd("cpu_stats"), 4, step * self._ncpu)
         self._fds = {tp: obj.program_fd(prog) for tp, prog in PROGRAMS.items()}
 
     def track(self, cgroup_id: int) -> None:
@@ -133,8 +134,8 @@ class CoreMaps:
     def read_stats(self) -> tuple[int, ...]:
         raw = self._cpu.lookup(U32.pack(0))
         if raw is None:
-            raise LibbpfError("cpu_states lookup", errno.ENOENT)
-        return sum_stats(split_per_cpu(raw, self._ncpu, CPU_STATE_SIZE))
+            raise LibbpfError("cpu_stats lookup", errno.ENOENT)
+        return sum_stats(split_per_cpu(raw, self._ncpu, CPU_STATS.size))
 
     def delete_runq(self, victim: int) -> bool:
         # A victim's slot is released when it is untracked; its counts stay in the
@@ -261,6 +262,7 @@ def _configure(obj: BpfObject, k: ProbeKnobs, switch_has_state: bool, use_ktime:
         ("pid_hashed", k.max_pids),
         ("runq", k.max_cgroups),
         ("blame", k.max_blame),
+        ("cpu_rings", obj.bpf.possible_cpus()),  # indexed by CPU
     ):
         obj.set_max_entries(name, n)
 

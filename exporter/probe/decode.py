@@ -36,6 +36,7 @@ STAT_NAMES = (
     "start_deleted",
     "unknown_pid",
     "ring_short",
+    "migrated",
 )
 STAT = {name: i for i, name in enumerate(STAT_NAMES)}
 
@@ -47,12 +48,13 @@ RUNQ_VALUE = struct.Struct(f"<{RUNQ_MAX_SLOTS + 2}Q")
 BLAME_KEY = struct.Struct("<QQ")  # struct blame_key: victim, culprit
 BLAME_VALUE = struct.Struct("<QQ")  # struct blame_cell: wait_ns, events
 RUN_SLICE = struct.Struct("<QQQ")
-# struct cpu_state: last_switch, head, used, ring[RING_MAX_SLOTS], stats[STAT_COUNT]
-CPU_STATE_STATS_OFFSET = 8 + 4 + 4 + RING_MAX_SLOTS * RUN_SLICE.size
-CPU_STATE_STATS = struct.Struct(f"<{len(STAT_NAMES)}Q")
-CPU_STATE_SIZE = CPU_STATE_STATS_OFFSET + CPU_STATE_STATS.size
-# struct pid_state: cgroup, since, victim, victim_slot, slot, gen, pad
-PID_STATE = struct.Struct("<QQQIIII")
+# struct cpu_ring (kernel-only; its size, for the layout test): last_switch, running,
+# head, used, ring[RING_MAX_SLOTS]
+CPU_RING_SIZE = 8 + 8 + 4 + 4 + RING_MAX_SLOTS * RUN_SLICE.size
+# struct cpu_stats: stats[STAT_COUNT], one per CPU (cpu_stats, a per-CPU array)
+CPU_STATS = struct.Struct(f"<{len(STAT_NAMES)}Q")
+# struct pid_state: cgroup, since, victim, attr_since, victim_slot, slot, gen, pad
+PID_STATE = struct.Struct("<QQQQIIII")
 # struct probe_knobs: bounds_ns[RUNQ_MAX_BOUNDS], min_wait_ns, nbounds, ring_mask,
 # max_pids, occupancy, switch_has_state, use_ktime
 KNOBS = struct.Struct(f"<{RUNQ_MAX_BOUNDS}QQ6I")
@@ -84,10 +86,10 @@ def blame_item(key: bytes, value: bytes) -> tuple[tuple[int, int], tuple[int, in
 
 
 def sum_stats(per_cpu: Iterable[bytes]) -> tuple[int, ...]:
-    """Counters summed over every CPU's ``struct cpu_state``."""
+    """Counters summed over every CPU's ``struct cpu_stats``."""
     sums = [0] * len(STAT_NAMES)
     for raw in per_cpu:
-        for i, v in enumerate(CPU_STATE_STATS.unpack_from(raw, CPU_STATE_STATS_OFFSET)):
+        for i, v in enumerate(CPU_STATS.unpack_from(raw)):
             sums[i] += v
     return tuple(sums)
 

@@ -282,6 +282,7 @@ class SchedProbe:
             delta.blame_events = d_stats[STAT["blame_events"]]
             delta.unknown_pid_wakeups = d_stats[STAT["unknown_pid"]]
             delta.ring_short = d_stats[STAT["ring_short"]]
+            delta.migrated_waits = d_stats[STAT["migrated"]]
 
             failures_total = {
                 MAP_TRACKED: self._user_failures[MAP_TRACKED],
@@ -307,6 +308,7 @@ class SchedProbe:
             t.context_switches = stats[STAT["switches"]]
             t.runq_events = stats[STAT["runq_events"]]
             t.blame_events = stats[STAT["blame_events"]]
+            t.migrated_waits = stats[STAT["migrated"]]
             t.update_failures = failures_total
             t.map_entries = dict(delta.map_entries)
             t.map_capacity = dict(delta.map_capacity)

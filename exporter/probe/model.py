@@ -77,6 +77,7 @@ class ProbeDelta:
     blame_events: int = 0  # waits that entered the matrix
     unknown_pid_wakeups: int = 0  # wakeups of tasks whose cgroup was not known yet
     ring_short: int = 0  # waits the slice ring did not fully cover (occupancy mode)
+    migrated_waits: int = 0  # waits split by a migration (per migration; occupancy mode)
     update_failures: dict[str, int] = field(default_factory=dict)  # per map, this poll
     map_entries: dict[str, int] = field(default_factory=dict)  # occupancy now, per map
     map_capacity: dict[str, int] = field(default_factory=dict)  # max entries, per map
@@ -93,6 +94,7 @@ class ProbeTotals:
     map_entries: dict[str, int] = field(default_factory=dict)
     map_capacity: dict[str, int] = field(default_factory=dict)
     programs: dict[str, ProgramStats] = field(default_factory=dict)  # by tracepoint
+    migrated_waits: int = 0
 
     def copy(self) -> ProbeTotals:
         return ProbeTotals(
@@ -103,6 +105,7 @@ class ProbeTotals:
             dict(self.map_entries),
             dict(self.map_capacity),
             {k: ProgramStats(v.run_time_ns, v.run_count) for k, v in self.programs.items()},
+            self.migrated_waits,
         )
 
 

@@ -38,15 +38,18 @@ def test_struct_sizes_and_offsets(layout) -> None:  # type: ignore[no-untyped-de
         "cgroup": 0,
         "since": 8,
         "victim": 16,
-        "victim_slot": 24,
-        "slot": 28,
-        "gen": 32,
-        "pad": 36,
+        "attr_since": 24,
+        "victim_slot": 32,
+        "slot": 36,
+        "gen": 40,
+        "pad": 44,
     }
     size, _ = layout("run_slice")
     assert size == d.RUN_SLICE.size
-    size, off = layout("cpu_state")
-    assert size == d.CPU_STATE_SIZE and off["stats"] == d.CPU_STATE_STATS_OFFSET
+    size, off = layout("cpu_ring")
+    assert size == d.CPU_RING_SIZE and off["ring"] == d.CPU_RING_SIZE - d.RING_MAX_SLOTS * 24
+    size, off = layout("cpu_stats")
+    assert size == d.CPU_STATS.size and off == {"stats": 0}
     size, off = layout("probe_knobs")
     assert size == d.KNOBS.size
     assert off["min_wait_ns"] == d.RUNQ_MAX_BOUNDS * 8
@@ -82,7 +85,17 @@ def test_decoders() -> None:
     assert d.runq_value(d.runq_initial(7), 2) == (7, (0, 0, 0))
     key, val = d.blame_item(d.BLAME_KEY.pack(5, d.UNATTRIBUTED_KEY), d.BLAME_VALUE.pack(7, 1))
     assert key == (5, d.UNATTRIBUTED_KEY) and val == (7, 1)
-    cpu = bytearray(d.CPU_STATE_SIZE)
-    d.CPU_STATE_STATS.pack_into(cpu, d.CPU_STATE_STATS_OFFSET, *range(len(d.STAT_NAMES)))
-    per_cpu = d.split_per_cpu(bytes(cpu) + bytes(cpu), 2, d.CPU_STATE_SIZE)
+    cpu = d.CPU_STATS.pack(*range(len(d.STAT_NAMES)))
+    per_cpu = d.split_per_cpu(cpu + cpu, 2, d.CPU_STATS.size)
     assert d.sum_stats(per_cpu) == tuple(2 * i for i in range(len(d.STAT_NAMES)))
+
+
+def test_possible_cpus(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The size of the maps indexed by CPU: the highest possible CPU + 1, as libbpf
+    counts them (holes included)."""
+    from exporter.probe.backend import possible_cpus
+
+    f = tmp_path / "possible"
+    for text, n in (("0\n", 1), ("0-1\n", 2), ("0-3,6\n", 7), ("0,2-5\n", 6)):
+        f.write_text(text)
+        assert possible_cpus(str(f)) == n

@@ -223,8 +223,10 @@ def test_poll_diffs_and_names_special_culprits() -> None:
     fake.blame[(100, 300)] = (2_000_000_000, 4)
     fake.bump("switches", 10)
     fake.bump("switches", 7, cpu=1)
+    fake.bump("migrated", 2, cpu=1)
     d = p.poll()
     assert d.context_switches == 17
+    assert d.migrated_waits == 2 and p.totals().migrated_waits == 2
     assert d.runq[100].counts[0] == 5 and d.runq[100].sum_s == pytest.approx(5e-6)
     row = d.blame[100]
     assert row[CULPRIT_IDLE].wait_s == pytest.approx(1e-3)

@@ -182,6 +182,7 @@ def test_families_exposition(tmp_path: Path) -> None:
         map_entries={"blame": 10, "runq": 3},
         map_capacity={"blame": 32768, "runq": 4096},
         programs={"sched_switch": ProgramStats(123_000, 1000)},
+        migrated_waits=7,
     )
     text = expose(list(build_probe_families(victims, IDS, LOADED, totals, top_k=3)))
     got = samples(text)
@@ -219,6 +220,7 @@ def test_families_exposition(tmp_path: Path) -> None:
     assert value("contention_probe_unknown_blame_ratio") == pytest.approx(0.1)
     assert value("contention_probe_map_update_failures_total", map="blame") == 2
     assert value("contention_probe_program_runs_total", program="sched_switch") == 1000
+    assert value("contention_probe_migrated_waits_total") == 7
     promtool = shutil.which("promtool")
     if promtool:
         f = tmp_path / "m.prom"
