@@ -169,6 +169,114 @@ def test_attribution_accuracy_occupancy_vs_last_runner(
     assert abs(report["last-runner"]["hog1_error_pp"]) >= abs(occ["hog1_error_pp"]) - 5.0
 
 
+def schedstat(pid: int) -> tuple[int, int]:
+    """(run_delay ns, switch-ins) of one task: fields 2 and 3 of its schedstat. The
+    kernel adds to run_delay when a wait ends: at the switch-in, or when the task is
+    dequeued to be migrated (the part waited on the CPU it leaves)."""
+    with open(f"/proc/{pid}/schedstat") as f:
+        _run, delay, pcount = f.read().split()[:3]
+    return int(delay), int(pcount)
+
+
+def await_switch_in(pid: int, pcount: int, timeout: float = 3.0) -> bool:
+    """Wait until the task has been switched in again (its switch-in count moved)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if schedstat(pid)[1] != pcount:
+            return True
+        time.sleep(0.0005)
+    return False
+
+
+def test_a_wait_migrated_while_queued_is_split_across_both_cpus(
+    make_lab: MakeLab, load_probe: Callable[..., SchedProbe], loader: str
+) -> None:
+    """A starved victim waits on CPU a behind hog A; while it is queued there its
+    affinity moves it to CPU b, where hog B runs, and it waits again until it runs.
+    The part of that one wait spent on CPU a is A's, the rest B's: the kernel's own
+    run_delay says how much was which (it accounts the part on CPU a when the task is
+    dequeued for the migration). A's share of the hogs' blame must match the share of
+    the wait spent on CPU a within 10 points. Without the sched_migrate_task hook the
+    whole wait was split over CPU b's history, so A got almost nothing
+    (docs/probe.md, "Attribution")."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs")
+    cpu_a, cpu_b = cpus[:2]
+    probe = load_probe()
+    victim = make_lab("probe-mig-victim", cpu_shares=16)  # waits ~64 hog slices
+    hog_a = make_lab("probe-mig-a", cpu_shares=1024)
+    hog_b = make_lab("probe-mig-b", cpu_shares=1024)
+    parents = make_lab("probe-mig-parents")  # untracked: the worker's waiting parent
+    probe.set_tracked([victim.cgroup_id])
+    secs = 25.0
+    wa, wb = spawn_busy(hog_a, seconds=secs), spawn_busy(hog_b, seconds=secs)
+    wv = spawn_busy(victim, seconds=secs)
+    pin([wa], cpu_a)
+    pin([wb], cpu_b)
+    parents.add_pid(wv.pid)  # only the busy loop stays in the victim's cgroup
+    v = wv.children[0]
+    time.sleep(1.0)
+
+    trials: list[dict[str, float]] = []
+    for _ in range(8):
+        if len(trials) == 5 or wv.remaining() < 4.0:
+            break
+        os.sched_setaffinity(v, {cpu_a})
+        if not await_switch_in(v, schedstat(v)[1]):
+            continue
+        time.sleep(0.05)  # it ran its slice on CPU a and waits there since
+        before = schedstat(v)[1]
+        probe.poll()
+        r0, n0 = schedstat(v)
+        if n0 != before:
+            continue  # a wait ended between the poll and the kernel's reading
+        os.sched_setaffinity(v, {cpu_b})  # returns once the task has moved
+        r1, n1 = schedstat(v)
+        if n1 != n0 or not await_switch_in(v, n1):
+            continue  # it ran before it could be moved: not a queued migration
+        d = probe.poll()
+        r2, n2 = schedstat(v)
+        if n2 != n1 + 1 or victim.cgroup_id not in d.runq:
+            continue  # a second wait ended before the poll: not one wait
+        row = d.blame.get(victim.cgroup_id, {})
+        got_a = row[hog_a.cgroup_id].wait_s if hog_a.cgroup_id in row else 0.0
+        got_b = row[hog_b.cgroup_id].wait_s if hog_b.cgroup_id in row else 0.0
+        trials.append(
+            {
+                "on_a_s": (r1 - r0) / 1e9,  # the kernel's: waited on CPU a
+                "wait_s": (r2 - r0) / 1e9,  # the whole wait
+                "probe_wait_s": d.runq[victim.cgroup_id].sum_s,
+                "blame_a_s": got_a,
+                "blame_b_s": got_b,
+                "migrated": d.migrated_waits,
+                "others_s": sum(c.wait_s for c in row.values()) - got_a - got_b,
+            }
+        )
+    for t in trials:
+        print(
+            f"{loader}: waited {1e3 * t['wait_s']:.1f} ms ({1e3 * t['on_a_s']:.1f} on CPU a; "
+            f"probe {1e3 * t['probe_wait_s']:.1f}); blamed A {1e3 * t['blame_a_s']:.1f} ms, "
+            f"B {1e3 * t['blame_b_s']:.1f} ms, others {1e3 * t['others_s']:.1f} ms; "
+            f"migrated waits {t['migrated']:.0f}"
+        )
+    assert len(trials) >= 3, f"only {len(trials)} waits were moved while queued: {trials}"
+    on_a = sum(t["on_a_s"] for t in trials)
+    wait = sum(t["wait_s"] for t in trials)
+    blamed_a = sum(t["blame_a_s"] for t in trials)
+    blamed = blamed_a + sum(t["blame_b_s"] for t in trials)
+    truth, share = on_a / wait, blamed_a / blamed
+    print(f"{loader}: A's share of the hogs' blame {share:.3f}, of the wait (kernel) {truth:.3f}")
+    assert on_a >= 0.02 * len(trials), "the victim hardly waited on CPU a before the move"
+    # The histogram still records each wait whole (not only its part on CPU b).
+    probe_wait = sum(t["probe_wait_s"] for t in trials)
+    assert 0.85 * wait <= probe_wait <= 1.2 * wait, (probe_wait, wait)
+    # The hogs are among what it waited behind (on this shared machine, other jobs too).
+    assert blamed >= 0.15 * wait, (blamed, wait)
+    assert abs(share - truth) <= 0.10, (share, truth, trials)
+    assert all(t["migrated"] >= 1 for t in trials), trials
+
+
 def cpu_jiffies(cpu: int) -> tuple[int, int]:
     """(idle incl. iowait, total) jiffies of one CPU from /proc/stat."""
     with open("/proc/stat") as f:
