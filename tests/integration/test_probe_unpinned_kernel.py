@@ -185,9 +185,10 @@ def test_unpinned_two_weighted_culprits(
 
 
 @pytest.mark.xfail(
-    reason="open (docs/probe.md, 'Accuracy with nothing pinned'): a victim migrated while "
-    "it waited is attributed to the second CPU's history, so some runs miss the split "
-    "(2 of 8 with the 256-slice ring, 88 % within +-10; the lab share was 85-97 %)",
+    reason="docs/probe.md, 'Accuracy with nothing pinned': before the sched_migrate_task "
+    "hook a victim migrated while it waited was attributed to the second CPU's history "
+    "(2 of 8 runs missed the split, 88 % within +-10); with it, 1 run per loader so far, "
+    "both met the targets: kept until six have",
     raises=AssertionError,  # only the accuracy targets may miss: a crash still fails
     strict=False,
 )
