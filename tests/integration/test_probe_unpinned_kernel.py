@@ -187,8 +187,8 @@ def test_unpinned_two_weighted_culprits(
 @pytest.mark.xfail(
     reason="docs/probe.md, 'Accuracy with nothing pinned': before the sched_migrate_task "
     "hook a victim migrated while it waited was attributed to the second CPU's history "
-    "(2 of 8 runs missed the split, 88 % within +-10); with it, 1 run per loader so far, "
-    "both met the targets: kept until six have",
+    "(2 of 8 runs missed the split, 88 % within +-10); with it 5 of 6 runs met the "
+    "targets: kept until the remaining misses are understood",
     raises=AssertionError,  # only the accuracy targets may miss: a crash still fails
     strict=False,
 )
