@@ -66,26 +66,32 @@ class ProbeStatus:
     loader: str = ""  # "core" or "bcc" when loaded
 
 
-def effective_caps(procfs: str = "/proc") -> int | None:
-    """CapEff of this process (None when unreadable)."""
+def _self_status(field: str, procfs: str) -> str | None:
+    """One field of this process's ``/proc/self/status`` (None when unreadable)."""
     try:
         with open(os.path.join(procfs, "self", "status")) as f:
             for line in f:
-                if line.startswith("CapEff:"):
-                    return int(line.split()[1], 16)
-    except (OSError, ValueError):
+                key, _, value = line.partition(":")
+                if key == field:
+                    return value.strip()
+    except OSError:
         return None
     return None
+
+
+def effective_caps(procfs: str = "/proc") -> int | None:
+    """CapEff of this process (None when unreadable)."""
+    value = _self_status("CapEff", procfs)
+    try:
+        return None if value is None else int(value, 16)
+    except ValueError:
+        return None
 
 
 def seccomp_filtered(procfs: str = "/proc") -> bool:
     """This process runs under a seccomp filter (``Seccomp: 2``), as a container under
     its runtime's profile (Kubernetes' RuntimeDefault) does."""
-    try:
-        with open(os.path.join(procfs, "self", "status")) as f:
-            return any(line.split() == ["Seccomp:", "2"] for line in f)
-    except OSError:
-        return False
+    return _self_status("Seccomp", procfs) == "2"
 
 
 def has_bpf_privilege(procfs: str = "/proc") -> bool:
