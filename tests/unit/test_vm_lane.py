@@ -54,3 +54,13 @@ def test_only_a_guest_kernel_panic_earns_a_second_boot() -> None:
     assert not lane.guest_kernel_crashed(_result(None, powered_off, "reboot: Power down"))
     assert not lane.guest_kernel_crashed(_result(None, "killed after 1200 s", panic))
     assert not lane.guest_kernel_crashed(_result(1, "", panic))
+
+
+def test_the_guest_runs_single_threaded_tcg(tmp_path: Path) -> None:
+    """docs/testing.md, "A guest kernel crash": multi-threaded TCG let a vCPU run code
+    the guest kernel had just patched in __schedule. vng takes qemu options as one
+    ``--qemu-opts=...`` argument (a separate "-accel ..." value reads as vng's own -a)."""
+    spec = guest.GuestSpec(kernel=guest.Kernel(tmp_path), cpus=2)
+    argv = guest.vng_argv(spec, str(tmp_path), None)
+    assert "--qemu-opts=-accel tcg,thread=single" in argv
+    assert argv[argv.index("--cpus") + 1] == "2"

@@ -172,6 +172,13 @@ def vng_argv(spec: GuestSpec, results: str, disk: str | None) -> list[str]:
         argv += ["--rodir", d]
     if disk is not None:
         argv += ["--disk", disk]
+    # One host thread runs every vCPU in turn. With qemu's default multi-threaded TCG
+    # the guest kernel oopsed on an int3 left in __schedule by its own live patching
+    # (text_poke_bp, run each time the probe attaches or detaches its sched_switch
+    # tracepoints): a vCPU still ran the old translation after the patch had completed
+    # (RIP one byte into a patched call or jmp, two boots of two in one CI run).
+    # Single-threaded TCG makes each code write visible before any other vCPU runs.
+    argv += ["--qemu-opts=-accel tcg,thread=single"]
     argv += ["--append", " ".join(spec.append)]
     # Run from the results share: a script read from a share it remounts keeps it busy.
     argv += ["--exec", f"bash {results}/guest_init.sh {results}"]
