@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pytest
@@ -185,10 +186,10 @@ def test_unpinned_two_weighted_culprits(
 
 
 @pytest.mark.xfail(
-    reason="docs/probe.md, 'Accuracy with nothing pinned': before the sched_migrate_task "
-    "hook a victim migrated while it waited was attributed to the second CPU's history "
-    "(2 of 8 runs missed the split, 88 % within +-10); with it 5 of 6 runs met the "
-    "targets: kept until the remaining misses are understood",
+    reason="docs/probe.md, 'Accuracy with nothing pinned': with the churn at its designed "
+    "pace (a container every half second), 7 of 10 loader-runs met the targets; the "
+    "misses (62-84 % within +-10) are windows where victims and culprits migrated, and "
+    "whether the probe or the 20 ms placement truth is off there is not known yet",
     raises=AssertionError,  # only the accuracy targets may miss: a crash still fails
     strict=False,
 )
@@ -213,9 +214,10 @@ def test_unpinned_many_containers_with_churn(
     hog_ids: list[int | str] = [c.cgroup_id for c in culprits]
     probe.set_tracked(vids)
     windows = 8
-    # Spawning 28 periodic workers takes seconds on a loaded machine; every worker
-    # outlasts the run (the lab's removal stops it) and is bounded all the same.
-    secs = windows * WINDOW_S + 10.0
+    # Spawning 28 periodic workers takes seconds, and the harness (in a cgroup the
+    # culprits outweigh thirty times) runs each window late: every worker outlasts the
+    # run with room to spare (the lab's removal stops it) and is bounded all the same.
+    secs = windows * WINDOW_S + 30.0
     light = [make_lab(f"many-light{i}", cpu_shares=VICTIM_SHARES) for i in range(24)]
     threads: dict[int | str, list[int]] = {}
     for lab in victims + light:  # light workers first, then the heavy culprits
@@ -227,8 +229,9 @@ def test_unpinned_many_containers_with_churn(
         )
         if lab in victims:
             threads[lab.cgroup_id] = [w.pid]
-    for c in culprits:
-        threads[c.cgroup_id] = spawn_busy(c, threads=ncpu, seconds=secs).children
+    hogs = [spawn_busy(c, threads=ncpu, seconds=secs) for c in culprits]
+    for c, h in zip(culprits, hogs, strict=True):
+        threads[c.cgroup_id] = h.children
     assert len(victims) + len(culprits) + len(light) >= 30
 
     lock = threading.Lock()
@@ -236,6 +239,19 @@ def test_unpinned_many_containers_with_churn(
     stop = threading.Event()
     churned = 0
     errors: list[str] = []
+    retired: set[int] = set()  # cgroup ids of light containers being or already removed
+    # A new container's worker starts beside the churn, not in its way: a Python worker
+    # starts in the harness's cgroup, which weighs a thirtieth of the culprits, and took
+    # about 1.5 s to be ready, so a churn that waited for it removed 9 or 10 containers
+    # a run instead of one every half second (3 of 6 runs fell below the 10 required).
+    spawner = ThreadPoolExecutor(max_workers=6, thread_name_prefix="lab-spawn")
+
+    def start_light(lab: LabCgroup, seconds: float) -> None:
+        try:
+            spawn_periodic(lab, work_ms=0.5, period_ms=100.0, seconds=seconds)
+        except (LabError, OSError) as e:
+            if lab.cgroup_id not in retired:  # removed before its worker joined: churn
+                errors.append(f"{lab.path}: {e}")
 
     def churn() -> None:
         nonlocal churned
@@ -244,18 +260,19 @@ def test_unpinned_many_containers_with_churn(
             try:
                 with lock:
                     old = light[slot]
+                    retired.add(old.cgroup_id)
                     gone_used[old.cgroup_id] = old.cpu_usage_usec() / 1e6
                     old.remove()
                     light[slot] = new = make_lab(
                         f"many-light{slot}-{churned}", cpu_shares=VICTIM_SHARES
                     )
-                left = secs - (time.monotonic() - started)
-                if left > 1.0:
-                    spawn_periodic(new, work_ms=0.5, period_ms=100.0, seconds=left)
             except (LabError, OSError) as e:
                 errors.append(str(e))
                 return
             churned += 1
+            left = secs - (time.monotonic() - started)
+            if left > 1.0:
+                spawner.submit(start_light, new, left)
 
     started = time.monotonic()
     time.sleep(2.0)  # the load balancer places the culprits' threads in the first second
@@ -278,6 +295,8 @@ def test_unpinned_many_containers_with_churn(
                 now.update(gone_used)
                 gone = set(gone_used)
                 gone_used.clear()
+            # A window a culprit did not outlive measures the harness, not the probe.
+            assert all(h.alive() for h in hogs), f"a culprit ended before window w{i} did"
             used = {k: v - before.get(k, 0.0) for k, v in now.items()}
             before = {k: v for k, v in now.items() if k not in gone}
             truth = {
@@ -292,7 +311,7 @@ def test_unpinned_many_containers_with_churn(
             moved = sum(n for p in placed for n in p.migrations.values())
             run.rows.append(
                 f"w{i}: share of each culprit's CPU use on CPU 0: {spread}; "
-                f"{moved} thread migrations"
+                f"{moved} thread migrations; {len(placed)} placement samples"
             )
             run.add(d, vids, used, f"w{i}", truth)
             migrations += moved
@@ -300,6 +319,7 @@ def test_unpinned_many_containers_with_churn(
         stop.set()
         sampler.stop()
         t.join(10.0)
+        spawner.shutdown(wait=True)  # each spawn is bounded by its ready timeout
     assert not errors, errors
     print(f"{churned} light containers removed and re-created during the run")
     print(f"{migrations} migrations of culprit and victim threads seen (sampled)")
