@@ -2,10 +2,13 @@
 
 Samples, every ``interval_s``, each thread's ``/proc/<tid>/schedstat`` (CPU time and
 run-queue wait, ns: the accounting behind delay accounting) and the CPU it is on
-(``/proc/<tid>/stat`` field 39, ``processor``). The time a thread ran or waited
-between two samples is put on the CPU it is on at the second: exact for a thread that
-stayed on one CPU between two samples, which the busy and periodic lab workers nearly
-always do (the migrations seen are counted and reported). Intervals are kept apart so
+(``/proc/<tid>/stat`` field 39, ``processor``). The time a thread ran between two
+samples is put on the CPU it is on at the second; the time it waited, which the
+kernel adds to ``run_delay`` only when a wait ends, on that CPU too, unless the thread
+moved between the samples: then on the CPU it left, where the wait that the migration
+ended was spent. Exact for a thread that stayed on one CPU between two samples (the
+migrations seen are counted and reported); a thread that moved twice between two
+samples is seen as not having moved. Intervals are kept apart so
 that the truth can follow placement as it changes within a window. Used by the
 unpinned accuracy tests (docs/probe.md, "Accuracy with nothing pinned"); runs in the
 test process, so its own small CPU use lands in the root cgroup like the rest of the
@@ -94,8 +97,17 @@ class PlacementSampler(Generic[K]):
                     run = acc.run_s.setdefault(key, defaultdict(float))
                     wait = acc.wait_s.setdefault(key, defaultdict(float))
                     run[cpu] += (now[1] - before[1]) / 1e9
-                    wait[cpu] += (now[2] - before[2]) / 1e9
-                    if cpu != before[0]:
+                    # The kernel adds a wait to run_delay when it ends: when the task
+                    # gets the CPU, or when it is dequeued to migrate. The lab's
+                    # starved victims and busy culprits are always runnable, so a task
+                    # seen on a new CPU was migrated while queued, and the wait that
+                    # migration ended was spent on the CPU it left: putting it on the
+                    # new one moved a whole wait (~150 ms for a starved victim) to the
+                    # other CPU's culprits. (A sleeper woken onto another CPU would be
+                    # misplaced by this; the unpinned tests have none that matter.)
+                    moved = cpu != before[0]
+                    wait[before[0] if moved else cpu] += (now[2] - before[2]) / 1e9
+                    if moved:
                         acc.migrations[key] = acc.migrations.get(key, 0) + 1
             if acc.run_s:
                 self._acc.append(acc)

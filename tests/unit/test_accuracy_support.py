@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support import placement
 from tests.support.accuracy import (
     Distribution,
     per_cpu_truth,
@@ -53,3 +54,22 @@ def test_placed_truth_follows_placement_over_intervals() -> None:
     # The same window seen as one interval would split the wait evenly: the wrong truth.
     assert per_cpu_truth({0: 4.0}, {"a": {0: 1.0}, "b": {0: 1.0}}) == {"a": 2.0, "b": 2.0}
     assert placed_truth([]) == {}
+
+
+def test_a_wait_ended_by_a_migration_stays_on_the_cpu_it_was_spent_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """run_delay grows when a wait ends; a task seen on a new CPU was dequeued from the
+    old one to move, and that wait was spent there (tests/support/placement.py)."""
+    # (cpu, run ns, wait ns) per sample: on CPU 0, moved to 1 (a 150 ms wait ended by
+    # the move), then on 1 (a 10 ms wait ended there).
+    samples = [(0, 0, 0), (0, 10**7, 0), (1, 2 * 10**7, 16 * 10**7), (1, 3 * 10**7, 17 * 10**7)]
+    seen = iter(samples)
+    monkeypatch.setattr(placement, "read_task", lambda _tid: next(seen, None))
+    sampler = placement.PlacementSampler({"victim": [7]})
+    for _ in samples:
+        sampler._sample()
+    got = sampler.take()  # one more sample: the task is gone, nothing is added
+    assert [dict(p.wait_s["victim"]) for p in got] == [{0: 0.0}, {0: 0.16}, {1: 0.01}]
+    assert [dict(p.run_s["victim"]) for p in got] == [{0: 0.01}, {1: 0.01}, {1: 0.01}]
+    assert [p.migrations.get("victim", 0) for p in got] == [0, 1, 0]
