@@ -7,7 +7,9 @@ library and starts fast. Contract with :mod:`labs.workers`:
   ``--seconds S`` (hard wall-clock bound), then a mode: ``busy --threads N`` or
   ``periodic --work-ms W --period-ms P``; optional ``--result FILE``.
 * It writes its own PID into every ``cgroup.procs`` file **before** doing any work, so
-  the first CPU it burns is accounted to the lab cgroup; then it prints one JSON line
+  the first CPU it burns is accounted to the lab cgroup (:mod:`labs.workers` has a
+  shell join them even before the interpreter starts; joining again is harmless);
+  then it prints one JSON line
   (``{"pid": ..., "children": [...]}``) on stdout and never writes stdout again.
 * It ends by itself at ``--seconds`` even if whoever started it has died: every loop
   checks a monotonic deadline. Busy children also ask the kernel for SIGKILL when
