@@ -7,9 +7,8 @@ largest gap between the two over the culprits, in percentage points.
 
 With nothing pinned, a culprit's CPU use is not spread evenly over the CPUs (the load
 balancer may leave both threads of one culprit on one CPU), and a victim waits on the
-CPU it is queued on: there the truth is the culprits' split *on that CPU*.
-:func:`per_cpu_truth` weighs each CPU's split by the victim's wait on it, and
-:func:`placed_truth` sums that over short intervals, as placement changes.
+CPU it is queued on: there the truth is who ran on that CPU while it waited
+(``tests/support/sched_trace.py``), handed to :func:`split_error_pp` as ``used_s``.
 """
 
 from __future__ import annotations
@@ -37,39 +36,6 @@ def split_error_pp(blamed_s: Mapping[K, float], used_s: Mapping[K, float]) -> fl
         abs(max(0.0, blamed_s.get(k, 0.0)) / blamed - max(0.0, u) / used) * 100.0
         for k, u in used_s.items()
     )
-
-
-def per_cpu_truth(
-    wait_by_cpu: Mapping[int, float], run_by_cpu: Mapping[K, Mapping[int, float]]
-) -> dict[K, float]:
-    """Each culprit's expected share of a victim's wait: on every CPU the culprits'
-    split of their CPU use there, weighted by the victim's wait on that CPU.
-
-    ``wait_by_cpu``: the victim's run-queue wait (seconds) per CPU; ``run_by_cpu``:
-    each culprit's CPU use (seconds) per CPU, over the same window. CPUs where no
-    culprit ran carry no culprit share. The result feeds :func:`split_error_pp` as
-    ``used_s`` (it normalises)."""
-    truth: dict[K, float] = {k: 0.0 for k in run_by_cpu}
-    for cpu, wait in wait_by_cpu.items():
-        on_cpu = {k: max(0.0, per.get(cpu, 0.0)) for k, per in run_by_cpu.items()}
-        ran = sum(on_cpu.values())
-        if wait <= 0 or ran <= 0:
-            continue
-        for k, r in on_cpu.items():
-            truth[k] += wait * r / ran
-    return truth
-
-
-def placed_truth(
-    intervals: Iterable[tuple[Mapping[int, float], Mapping[K, Mapping[int, float]]]],
-) -> dict[K, float]:
-    """:func:`per_cpu_truth` summed over consecutive intervals ``(wait_by_cpu,
-    run_by_cpu)``: each interval's split counts as much as the victim waited in it."""
-    total: dict[K, float] = {}
-    for wait_by_cpu, run_by_cpu in intervals:
-        for k, v in per_cpu_truth(wait_by_cpu, run_by_cpu).items():
-            total[k] = total.get(k, 0.0) + v
-    return total
 
 
 def percentile(values: Sequence[float], q: float) -> float:
