@@ -64,14 +64,18 @@ class Replay(Generic[K]):
 
     windows: list[dict[int, dict[K | str, float]]] = field(default_factory=list)
     marks: list[str] = field(default_factory=list)
-    migrated_waits: int = 0  # waits that moved CPU at least once while queued
-    migrated: list[int] = field(default_factory=list)  # the same, per window
+    # Per window: victims' waits that moved CPU at least once while queued.
+    migrated: list[int] = field(default_factory=list)
     # Per window: victims' waits that ended between the poll mark and the window mark
     # (while the harness read the probe), and the longest such read (seconds).
     in_poll: list[int] = field(default_factory=list)
     poll_s: list[float] = field(default_factory=list)
     waits: int = 0  # victims' waits counted in a window
     unseen_moves: int = 0  # waits switched in on another CPU than the trace queued them on
+
+    @property
+    def migrated_waits(self) -> int:
+        return sum(self.migrated)
 
 
 Part = tuple[int, float, float]  # (cpu, from, to) of one part of a wait
@@ -182,7 +186,6 @@ def replay(
         if i < 0 or i >= n:
             continue
         out.waits += 1
-        out.migrated_waits += len(done) > 1
         out.migrated[i] += len(done) > 1
         out.in_poll[i] += t_end >= poll_at[i]
         row = out.windows[i][pid]
@@ -277,11 +280,9 @@ class SchedTrace:
             os.close(self._marker)
             self._marker = None
         try:
-            with open(os.path.join(self.path, "tracing_on"), "w") as f:
-                f.write("0")
+            self._write("tracing_on", "0")
             for ev in EVENTS:
-                with open(os.path.join(self.path, f"events/sched/{ev}/enable"), "w") as f:
-                    f.write("0")
+                self._write(f"events/sched/{ev}/enable", "0")
         except OSError:
             pass
         # The kernel refused the removal now and then (2 of about 40 runs left their

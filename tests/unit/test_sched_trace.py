@@ -3,6 +3,8 @@ trace lines in the kernel's text format: the replay rules, not a kernel."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.support.sched_trace import IDLE, OTHER, SchedTrace, TraceError, replay
@@ -112,6 +114,6 @@ def test_a_switch_in_on_a_cpu_the_trace_did_not_move_it_to_is_counted() -> None:
     assert out.windows[0][VICTIM] == pytest.approx({"b": 0.1})
 
 
-def test_no_tracefs_is_a_clear_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_no_tracefs_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="tracefs is not mounted"):
         SchedTrace("x", root=str(tmp_path)).__enter__()
