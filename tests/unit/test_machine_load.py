@@ -1,0 +1,150 @@
+"""The busy-machine note real-kernel failures carry (tests/support/machine_load.py), on a
+fake /proc: who counts as the test, who as outside, and when the machine is busy."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import machine_load
+from tests.support.machine_load import LoadWindow, descendants, parse_stat, processes
+
+TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat_line(pid: int, comm: str, ppid: int, ticks: int, kthread: bool = False) -> str:
+    flags = machine_load.PF_KTHREAD if kthread else 0
+    # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+    # utime stime cutime cstime ...
+    return f"{pid} ({comm}) S {ppid} 1 1 0 -1 {flags} 0 0 0 0 {ticks} 0 0 0 20 0 1 0\n"
+
+
+def _write(proc: Path, node_busy_ticks: int, procs: list[tuple[int, str, int, int, bool]]) -> None:
+    proc.mkdir(exist_ok=True)
+    (proc / "stat").write_text(f"cpu  {node_busy_ticks} 0 0 1000000 0 0 0 0 0 0\n")
+    for d in proc.iterdir():
+        if d.is_dir():
+            (d / "stat").unlink()
+            d.rmdir()
+    for pid, comm, ppid, ticks, kthread in procs:
+        (proc / str(pid)).mkdir()
+        (proc / str(pid) / "stat").write_text(_stat_line(pid, comm, ppid, ticks, kthread))
+
+
+def test_parse_stat_takes_comm_up_to_the_last_parenthesis() -> None:
+    parsed = parse_stat(_stat_line(7, "a) (b", 3, 40))
+    assert parsed is not None
+    ppid, comm, own, children, flags = parsed
+    assert (ppid, comm, own, children, flags) == (3, "a) (b", 40, 0.0, 0)
+    assert parse_stat("garbage") is None
+    assert parse_stat("1 (x) S") is None
+
+
+def test_descendants_follow_the_tree(tmp_path: Path) -> None:
+    proc = tmp_path / "proc"
+    tree = [(10, "pytest", 1), (11, "w", 10), (12, "ww", 11), (20, "other", 1)]
+    _write(proc, 0, [(pid, comm, ppid, 0, False) for pid, comm, ppid in tree])
+    assert descendants(10, processes(str(proc))) == {10, 11, 12}
+
+
+def test_busy_outside_is_said_and_names_the_busiest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proc = tmp_path / "proc"
+    clock = iter([100.0, 110.0])
+    monkeypatch.setattr("tests.support.machine_load.time.monotonic", lambda: next(clock))
+    _write(
+        proc,
+        0,
+        [(10, "pytest", 1, 0, False), (11, "worker", 10, 0, False), (30, "mypy", 1, 0, False)],
+    )
+    window = LoadWindow(procfs=str(proc), root_pid=10, cgroup_roots=(str(tmp_path / "none"),))
+    # Over 10 s: the node used 25 CPU-seconds; the test 10 (its worker), a kernel
+    # thread 1, mypy 12; the 2 unaccounted are a process that came and went.
+    _write(
+        proc,
+        25 * TCK,
+        [
+            (10, "pytest", 1, 0, False),
+            (11, "worker", 10, 10 * TCK, False),
+            (30, "mypy", 1, 12 * TCK, False),
+            (40, "kworker/0:1", 2, 1 * TCK, True),
+        ],
+    )
+    busy, text = window.note()
+    assert busy
+    assert text.startswith("NOTE: the machine was busy outside this test: 1.40 cores")
+    assert "this test's processes 1.00" in text and "kernel threads 0.10" in text
+    assert "busiest outside: mypy (pid 30) 1.20" in text
+
+
+def test_a_quiet_machine_is_not_called_busy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proc = tmp_path / "proc"
+    clock = iter([0.0, 10.0])
+    monkeypatch.setattr("tests.support.machine_load.time.monotonic", lambda: next(clock))
+    _write(proc, 0, [(10, "pytest", 1, 0, False)])
+    window = LoadWindow(procfs=str(proc), root_pid=10, cgroup_roots=())
+    _write(proc, 20 * TCK, [(10, "pytest", 1, 19 * TCK, False)])
+    busy, text = window.note()
+    assert not busy and text.startswith("The machine was quiet outside this test (0.10 cores)")
+
+
+INNER = """
+import time
+import pytest
+
+@pytest.mark.kernel
+def test_measures_something():
+    time.sleep(2.0)
+    assert False, "the lab's verdict was wrong"
+"""
+
+# A busy loop outside the pytest process tree (its parent exits at once, so it is
+# re-parented to init), bounded to a few seconds.
+BUSY_OUTSIDE = (
+    "import os, time\n"
+    "if os.fork() == 0:\n"
+    "    end = time.monotonic() + 4.0\n"
+    "    while time.monotonic() < end: pass\n"
+    "    os._exit(0)\n"
+)
+
+
+def test_a_failing_real_kernel_test_says_the_machine_was_busy(tmp_path: Path) -> None:
+    """The hooks of tests/conftest.py, in a pytest run of their own: a real-kernel test
+    fails while a process outside it keeps a CPU busy."""
+    (tmp_path / "test_inner.py").write_text(INNER)
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    subprocess.run([sys.executable, "-c", BUSY_OUTSIDE], check=True, timeout=10)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "tests.conftest",
+            "-p",
+            "no:cacheprovider",
+            "-c",
+            os.devnull,
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path / "test_inner.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "NOTE: the machine was busy outside this test" in r.stdout, r.stdout
+    assert "real-kernel failures on a busy machine" in r.stdout, r.stdout
+    assert "python" in r.stdout.split("busiest outside:")[-1], r.stdout
