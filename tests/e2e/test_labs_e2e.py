@@ -673,7 +673,7 @@ def test_3_everything_resolves(e2e: E2E) -> None:
 def _no_lab_builds_it(expr: str) -> bool:
     """A query that draws only workload culprits: one needs two or more containers of
     one workload blamed by the same victim, which none of these labs builds. The family
-    is checked on the real kernel (tests/integration/test_workload_churn_kernel.py) and
+    is checked on the real kernel (tests/integration/test_churn_kernel.py) and
     the victim naming these queries share in promtool (tests/unit/test_dashboards.py)."""
     return "contention_workload_blame_share" in expr and "contention_finding" not in expr
 

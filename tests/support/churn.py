@@ -1,12 +1,12 @@
 """A culprit that is replaced every few seconds beside a victim on one CPU, sampled by
-the exporter's own agent once a second: the loop the real-kernel churn labs share
-(tests/integration/test_culprit_churn_kernel.py, test_workload_churn_kernel.py)."""
+the exporter's own agents once a second (one per probe loader, in the same passes): the
+loop of the real-kernel churn lab (tests/integration/test_churn_kernel.py)."""
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from exporter.agent import Agent
 from exporter.exposition.published import Published
@@ -19,7 +19,7 @@ def pin(pids: list[int], cpu: int) -> None:
 
 
 def replace_and_sample(
-    agent: Agent,
+    agents: Sequence[Agent],
     make_lab: Callable[..., LabCgroup],
     name: str,
     cpu: int,
@@ -27,14 +27,15 @@ def replace_and_sample(
     generations: int,
     seconds: float,
     clock: Callable[[], float] = time.time,
-) -> tuple[Published | None, list[LabCgroup], list[int]]:
-    """For ``seconds``, run a pass a second (at ``clock()``) while a busy one-thread job
-    ``<name>-<n>`` pinned to ``cpu`` is replaced every ``every_s`` (the old cgroup
-    removed for good), ``generations`` times. Returns the last pass, the jobs and their
-    cgroup ids (taken while each job exists: a removed cgroup has none to read)."""
+) -> tuple[list[Published], list[LabCgroup], list[int]]:
+    """For ``seconds``, run a pass a second (at ``clock()``) of every agent while a busy
+    one-thread job ``<name>-<n>`` pinned to ``cpu`` is replaced every ``every_s`` (the
+    old cgroup removed for good), ``generations`` times. Returns each agent's last pass,
+    the jobs and their cgroup ids (taken while each job exists: a removed cgroup has
+    none to read)."""
     jobs: list[LabCgroup] = []
     ids: list[int] = []
-    published = None
+    published: list[Published] = []
     start = time.monotonic()
     while (elapsed := time.monotonic() - start) < seconds:
         if len(jobs) < generations and elapsed >= every_s * len(jobs):
@@ -45,6 +46,7 @@ def replace_and_sample(
             pin([hog.pid, *hog.children], cpu)
             jobs.append(job)
             ids.append(job.cgroup_id)
-        published = agent.run_pass(now=clock())
+        now = clock()
+        published = [agent.run_pass(now=now) for agent in agents]
         time.sleep(max(0.0, 1.0 - (time.monotonic() - start - elapsed)))
     return published, jobs, ids
