@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..probe.histogram import RUNQ_BOUNDS_S
+from ..probe.histogram import RUNQ_BOUNDS_S, estimate_quantile
 from ..window.model import MinuteFold, NodeFold
 from .thresholds import Thresholds
 
@@ -47,20 +47,6 @@ class RunqMinute:
         return f is not None and not math.isnan(f) and f <= P99
 
 
-def _p99(buckets: list[int]) -> float | None:
-    total = sum(buckets)
-    if total == 0:
-        return None
-    rank = P99 * total
-    running, lower = 0, 0.0
-    for bound, c in zip(RUNQ_BOUNDS_S, buckets, strict=False):
-        if running + c >= rank and c > 0:
-            return lower + (bound - lower) * (rank - running) / c
-        running += c
-        lower = bound
-    return float(RUNQ_BOUNDS_S[-1])
-
-
 def runq_minute(f: MinuteFold, th: Thresholds) -> RunqMinute | None:
     b = f.runq_buckets
     if b is None or f.seconds <= 0:
@@ -80,7 +66,7 @@ def runq_minute(f: MinuteFold, th: Thresholds) -> RunqMinute | None:
         rate=rate,
         le_fraction=fractions,
         overflow_rate=rate - below_overflow / s,
-        p99_s=_p99(b),
+        p99_s=estimate_quantile(b, P99),
     )
 
 
