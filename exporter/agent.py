@@ -22,7 +22,7 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from .cgroupfs import mode
-from .cgroupfs.mode import NodeFacts
+from .cgroupfs.mode import NodeLayout
 from .config_file import ConfigFileStatus, WatchedFile
 from .exposition.config import config_families
 from .exposition.kube import metric_families as kube_families
@@ -92,7 +92,7 @@ class Agent:
         if config.thresholds_file is not None:
             self._thresholds_file = watch_thresholds(config.thresholds_file)
             self.thresholds = self._thresholds_file.value
-        self.facts: NodeFacts = mode.detect(config.sysfs, config.procfs)
+        self.facts: NodeLayout = mode.detect(config.sysfs, config.procfs)
         resolver, self.kube = build_identity(config)
         self._config_files: list[Callable[[], ConfigFileStatus]] = []
         if self._thresholds_file is not None:

@@ -22,7 +22,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from . import __version__
-from .cgroupfs.mode import NodeFacts
+from .cgroupfs.mode import NodeLayout
 from .exposition.published import Exposition
 from .web.config import WebConfigSource
 from .web.listen import bind, describe, parse_listen_address
@@ -41,7 +41,7 @@ class App:
     def __init__(
         self,
         exposition: Exposition,
-        facts: NodeFacts,
+        facts: NodeLayout,
         interval: float,
         status: Callable[[], dict[str, str]] | None = None,
     ) -> None:

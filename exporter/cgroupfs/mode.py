@@ -24,7 +24,10 @@ class CgroupMode(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class NodeFacts:
+class NodeLayout:
+    """The node's cgroup layout (which hierarchies, mounted where) and the kernel
+    features the exporter depends on (PSI, BTF), as detected at start."""
+
     mode: CgroupMode
     supported: bool
     reason: str  # why not supported ("" when supported)
@@ -77,7 +80,7 @@ def _has_cgroup_pressure(v2_root: str) -> bool:
     return False
 
 
-def detect(sysfs: str = "/sys", procfs: str = "/proc") -> NodeFacts:
+def detect(sysfs: str = "/sys", procfs: str = "/proc") -> NodeLayout:
     base = os.path.join(sysfs, "fs", "cgroup")
     btf = os.path.exists(os.path.join(sysfs, "kernel", "btf", "vmlinux"))
     v1_cpu = _first_dir(os.path.join(base, "cpu"), os.path.join(base, "cpu,cpuacct"))
@@ -85,7 +88,7 @@ def detect(sysfs: str = "/sys", procfs: str = "/proc") -> NodeFacts:
 
     if os.path.exists(os.path.join(base, "cgroup.controllers")):
         psi, psi_reason = _psi_available(procfs, base)
-        return NodeFacts(
+        return NodeLayout(
             mode=CgroupMode.V2,
             supported=psi,
             reason="" if psi else psi_reason,
@@ -99,7 +102,7 @@ def detect(sysfs: str = "/sys", procfs: str = "/proc") -> NodeFacts:
     unified = os.path.join(base, "unified")
     if os.path.exists(os.path.join(unified, "cgroup.controllers")):
         psi, psi_reason = _psi_available(procfs, unified)
-        return NodeFacts(
+        return NodeLayout(
             mode=CgroupMode.HYBRID,
             supported=psi,
             reason="" if psi else psi_reason,
@@ -111,7 +114,7 @@ def detect(sysfs: str = "/sys", procfs: str = "/proc") -> NodeFacts:
             btf=btf,
         )
     if v1_cpu is not None or v1_mem is not None:
-        return NodeFacts(
+        return NodeLayout(
             mode=CgroupMode.V1,
             supported=False,
             reason="cgroup v1 only: per-cgroup PSI does not exist without cgroup2",
@@ -122,7 +125,7 @@ def detect(sysfs: str = "/sys", procfs: str = "/proc") -> NodeFacts:
             psi_reason="no cgroup2 hierarchy",
             btf=btf,
         )
-    return NodeFacts(
+    return NodeLayout(
         mode=CgroupMode.NONE,
         supported=False,
         reason=f"no cgroup hierarchy found under {base}",

@@ -18,7 +18,7 @@ from typing import TypeVar
 from . import parsers as p
 from .errors import CgroupVanishedError
 from .files import read_text as read_text  # re-exported (tests patch it here)
-from .mode import CgroupMode, NodeFacts
+from .mode import CgroupMode, NodeLayout
 from .model import CgroupReading, CpuMax, CpuStatV1, MemoryEvents, MemoryStat
 
 _GONE = (errno.ENOENT, errno.ENODEV, errno.ESRCH)
@@ -79,9 +79,9 @@ def _join(root: str, path: str) -> str:
 
 
 class CgroupReader:
-    """Reads cgroups of one node, given its :class:`NodeFacts`."""
+    """Reads cgroups of one node, given its :class:`NodeLayout`."""
 
-    def __init__(self, facts: NodeFacts) -> None:
+    def __init__(self, facts: NodeLayout) -> None:
         if facts.v2_root is None:
             raise ValueError(f"no cgroup2 hierarchy to read ({facts.reason})")
         self.facts = facts

@@ -30,7 +30,7 @@ from .decode import IDLE_KEY, STAT, STAT_NAMES, UNATTRIBUTED_KEY
 from .diff import diff_counters, diff_totals
 from .histogram import RUNQ_BOUNDS_S
 from .model import BlameCell, ProbeDelta, ProbeTotals, ProgramStats, RunqHistogram, runq_delta
-from .select import LOADER_CHOICES, LOADER_NAMES, NodeFacts, load_maps
+from .select import LOADER_CHOICES, LOADER_NAMES, LoaderInputs, load_maps
 from .status import (
     REASON_DISABLED,
     REASON_NOT_LOADED,
@@ -104,7 +104,7 @@ class SchedProbe:
             max_blame=max_blame,
             bounds_s=tuple(bounds_s),
         )
-        self.facts = NodeFacts(
+        self.inputs = LoaderInputs(
             btf_path=btf_path,
             libbpf_name=libbpf_name,
             object_path=Path(object_path) if object_path else None,
@@ -180,7 +180,7 @@ class SchedProbe:
                     "needs root (or CAP_BPF and CAP_PERFMON) to load BPF programs",
                 )
             started = time.monotonic()
-            out = load_maps(self.knobs, self.loader, self.facts)
+            out = load_maps(self.knobs, self.loader, self.inputs)
             if out.maps is None:
                 return self._fail(out.reason, out.summary())
             self._maps = out.maps

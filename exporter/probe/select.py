@@ -24,8 +24,9 @@ LOADER_NAMES = {"core": "CO-RE", "bcc": "BCC"}
 
 
 @dataclass(frozen=True, slots=True)
-class NodeFacts:
-    """Where each loader looks for what it needs (defaults: the real node)."""
+class LoaderInputs:
+    """Where each loader looks for what it needs, and CO-RE's clock choice (defaults:
+    the real node)."""
 
     btf_path: str = DEFAULT_BTF
     libbpf_name: str | None = None  # None: libbpf.so.1
@@ -70,26 +71,26 @@ class Outcome:
         return "; ".join(parts)
 
 
-Loader = Callable[[ProbeKnobs, NodeFacts], ProbeMaps]
+Loader = Callable[[ProbeKnobs, LoaderInputs], ProbeMaps]
 
 
-def _core(knobs: ProbeKnobs, facts: NodeFacts) -> ProbeMaps:
+def _core(knobs: ProbeKnobs, inputs: LoaderInputs) -> ProbeMaps:
     from .core import load_core
 
     return load_core(
         knobs,
-        btf_path=facts.btf_path,
-        libbpf_name=facts.libbpf_name,
-        object_path=facts.object_path,
-        use_ktime=facts.use_ktime,
+        btf_path=inputs.btf_path,
+        libbpf_name=inputs.libbpf_name,
+        object_path=inputs.object_path,
+        use_ktime=inputs.use_ktime,
     )
 
 
-def _bcc(knobs: ProbeKnobs, facts: NodeFacts) -> ProbeMaps:
+def _bcc(knobs: ProbeKnobs, inputs: LoaderInputs) -> ProbeMaps:
     from .bcc import load_bcc
 
     return load_bcc(
-        knobs, kernel_source=facts.kernel_source, tracefs=facts.tracefs, bpf_dir=facts.bpf_dir
+        knobs, kernel_source=inputs.kernel_source, tracefs=inputs.tracefs, bpf_dir=inputs.bpf_dir
     )
 
 
@@ -99,20 +100,20 @@ LOADERS: dict[str, Loader] = {"core": _core, "bcc": _bcc}
 def load_maps(
     knobs: ProbeKnobs,
     wanted: str = "auto",
-    facts: NodeFacts | None = None,
+    inputs: LoaderInputs | None = None,
     loaders: dict[str, Loader] | None = None,
 ) -> Outcome:
     """Try the loaders in order; the first that loads wins. Never raises for a node
     that cannot run the probe: the outcome says why."""
     if wanted not in LOADER_CHOICES:
         raise ValueError(f"loader must be one of {LOADER_CHOICES}, not {wanted!r}")
-    facts = facts or NodeFacts()
+    inputs = inputs or LoaderInputs()
     table = loaders or LOADERS
     order = ["core", "bcc"] if wanted == "auto" else [wanted]
     out = Outcome(None, wanted=wanted)
     for name in order:
         try:
-            maps = table[name](knobs, facts)
+            maps = table[name](knobs, inputs)
         except ProbeLoadError as e:
             out.attempts.append(Attempt(name, e.reason, e.detail))
             continue

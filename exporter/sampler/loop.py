@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from ..cgroupfs.discovery import CgroupKind, CgroupRef, K8sCgroup, classify, walk
 from ..cgroupfs.errors import CgroupParseError, CgroupVanishedError
-from ..cgroupfs.mode import NodeFacts
+from ..cgroupfs.mode import NodeLayout
 from ..cgroupfs.procfs import NodeReading, read_node
 from ..cgroupfs.reader import CgroupReader
 from ..identity import HostIdentityResolver, Identity, IdentityResolver
@@ -59,7 +59,7 @@ OnFailure = Callable[[str], object]
 class Sampler:
     def __init__(
         self,
-        facts: NodeFacts,
+        facts: NodeLayout,
         procfs: str = "/proc",
         resolver: IdentityResolver | None = None,
         interval: float = 5.0,

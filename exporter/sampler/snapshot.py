@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..cgroupfs.mode import NodeFacts
+from ..cgroupfs.mode import NodeLayout
 from ..cgroupfs.model import CgroupReading, Pressure, ProcStat
 from ..identity import Identity
 from ..probe.fold import ProbeSnapshot
@@ -67,7 +67,7 @@ class Snapshot:
 
     taken_at: float
     pass_duration_s: float
-    facts: NodeFacts
+    facts: NodeLayout
     containers: tuple[ContainerSample, ...]
     node: NodeSample
     skipped_total: dict[str, int]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from exporter.cgroupfs import mode
-from exporter.cgroupfs.mode import NodeFacts
+from exporter.cgroupfs.mode import NodeLayout
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -26,7 +26,7 @@ def tree(name: str) -> Path:
     return root
 
 
-def detect(name: str) -> NodeFacts:
+def detect(name: str) -> NodeLayout:
     root = tree(name)
     return mode.detect(sysfs=str(root / "sys"), procfs=str(root / "proc"))
 

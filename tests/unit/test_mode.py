@@ -85,7 +85,7 @@ def _write(path: Path, text: str = "") -> None:
     path.write_text(text)
 
 
-def _detect(root: Path) -> mode.NodeFacts:
+def _detect(root: Path) -> mode.NodeLayout:
     return mode.detect(sysfs=str(root / "sys"), procfs=str(root / "proc"))
 
 

@@ -20,7 +20,7 @@ from exporter.probe import SchedProbe
 from exporter.probe.backend import ProbeKnobs, ProbeLoadError, ProbeMaps
 from exporter.probe.core import find_object
 from exporter.probe.libbpf import Libbpf, LibbpfMissing, LibbpfTooOld
-from exporter.probe.select import NodeFacts, load_maps
+from exporter.probe.select import LoaderInputs, load_maps
 
 ROOT_CAPS = "CapEff:\t000001ffffffffff\n"
 FIXTURE_BTF = Path(__file__).parents[1] / "fixtures" / "hybrid" / "sys" / "kernel" / "btf"
@@ -112,13 +112,13 @@ class Loaded:
 
 
 def raising(reason: str) -> Any:
-    def load(knobs: ProbeKnobs, facts: NodeFacts) -> ProbeMaps:
+    def load(knobs: ProbeKnobs, inputs: LoaderInputs) -> ProbeMaps:
         raise ProbeLoadError(reason, f"{reason} detail")
 
     return load
 
 
-def loads(knobs: ProbeKnobs, facts: NodeFacts) -> ProbeMaps:
+def loads(knobs: ProbeKnobs, inputs: LoaderInputs) -> ProbeMaps:
     return Loaded()  # type: ignore[return-value]
 
 
@@ -147,7 +147,7 @@ def test_loaded_as_asked_has_no_reason() -> None:
 
 
 def test_unexpected_errors_do_not_escape() -> None:
-    def boom(knobs: ProbeKnobs, facts: NodeFacts) -> ProbeMaps:
+    def boom(knobs: ProbeKnobs, inputs: LoaderInputs) -> ProbeMaps:
         raise RuntimeError("bug")
 
     out = load_maps(ProbeKnobs(), "auto", loaders={"core": boom, "bcc": raising("no-bcc")})

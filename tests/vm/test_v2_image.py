@@ -148,7 +148,7 @@ KERNEL_SAYS = """
 from exporter.probe.loader import SchedProbe
 from exporter.probe.select import load_maps
 p = SchedProbe(loader="core")
-out = load_maps(p.knobs, "core", p.facts)
+out = load_maps(p.knobs, "core", p.inputs)
 print("loaded" if out.maps is not None else out.reason)
 print(out.summary())
 """
