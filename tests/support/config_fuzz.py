@@ -38,6 +38,7 @@ from typing import Any
 from exporter.config_file import ConfigError, WatchedFile
 from exporter.findings.thresholds import Thresholds, defaults_text, parse_thresholds
 from exporter.metadata_file import parse_metadata_file
+from tests.support.parser_fuzz import Note, kinds_line, no_note, scratch_dir, value_key
 
 GOOD_METADATA = """\
 cgroups:
@@ -79,30 +80,44 @@ def _value_spots(text: str) -> list[tuple[int, int]]:
     return spots
 
 
-def mutate(rng: random.Random, text: str) -> bytes:
+_OPS = ("hostile value", "line duplicated", "line deleted", "keys renamed", "bytes inserted")
+# Every kind of mutation :func:`mutate` makes, as the figures count them: the operators
+# (run() counts them per file: "metadata line deleted", ...) and each hostile value (over
+# both files: they go through the same YAML loader, config_file.py).
+MUTATION_KINDS: tuple[str, ...] = _OPS + tuple(value_key(v) for v in HOSTILE)
+
+
+def mutate(rng: random.Random, text: str, note: Note = no_note) -> bytes:
     for _ in range(rng.randint(1, 3)):
         op = rng.randrange(7)
         if op <= 2:
             spots = _value_spots(text)
             if spots:
                 a, b = rng.choice(spots)
-                text = text[:a] + rng.choice(HOSTILE) + text[b:]
+                new = rng.choice(HOSTILE)
+                note(_OPS[0])
+                note(value_key(new))
+                text = text[:a] + new + text[b:]
         elif op == 3:
             lines = text.split("\n")
             i = rng.randrange(len(lines))
             lines.insert(i, lines[rng.randrange(len(lines))])  # duplicate keys, odd indents
             text = "\n".join(lines)
+            note(_OPS[1])
         elif op == 4:
             lines = text.split("\n")
             del lines[rng.randrange(len(lines))]
             text = "\n".join(lines)
+            note(_OPS[2])
         elif op == 5:
             text = text.replace("cgroups:", rng.choice(["cgroup:", "cgroups: []", "- x"]), 1)
             text = text.replace("stallSome", rng.choice(["stall_some", "stallsome"]), 1)
+            note(_OPS[3])
         else:
             data = bytearray(text.encode("utf-8", "surrogateescape"))
             for _ in range(rng.randint(1, 4)):
                 data.insert(rng.randrange(len(data) + 1), rng.randrange(256))
+            note(_OPS[4])
             return bytes(data)
     return text.encode("utf-8", "surrogateescape")
 
@@ -155,6 +170,20 @@ KINDS = (
 )
 
 
+def file_kinds() -> tuple[str, ...]:
+    """The mutation kinds as :class:`Figures` counts them: each operator per file, each
+    hostile value over both."""
+    ops = tuple(f"{kind.name} {op}" for kind in KINDS for op in _OPS)
+    return ops + tuple(k for k in MUTATION_KINDS if k not in _OPS)
+
+
+def _counter(fig: Figures, file: str) -> Note:
+    def note(kind: str) -> None:
+        fig.count(kind if kind.startswith("value ") else f"{file} {kind}")
+
+    return note
+
+
 @dataclass
 class Figures:
     inputs: dict[str, int] = field(default_factory=dict)
@@ -166,12 +195,16 @@ class Figures:
     live_edits_lost_last_good: int = 0
     slowest_s: float = 0.0
     seconds: float = 0.0
+    mutations: dict[str, int] = field(default_factory=dict)  # made, by file and kind
     examples: list[str] = field(default_factory=list)
 
     def bad(self, kind: str, detail: str) -> None:
         setattr(self, kind, getattr(self, kind) + 1)
         if len(self.examples) < 10:
             self.examples.append(f"{kind}: {detail}"[:300])
+
+    def count(self, kind: str) -> None:
+        self.mutations[kind] = self.mutations.get(kind, 0) + 1
 
     @property
     def ok(self) -> bool:
@@ -232,13 +265,14 @@ def run(inputs: int, seed: int) -> Figures:
     rng = random.Random(seed)
     fig = Figures()
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="contention-configfuzz-") as d:
+    with tempfile.TemporaryDirectory(prefix="contention-configfuzz-", dir=scratch_dir()) as d:
         for n, kind in enumerate(KINDS):
             path = Path(d) / f"{kind.name}.yaml"
             path.write_text(kind.good)
             watched = WatchedFile(str(path), kind.name, kind.parse)
+            note = _counter(fig, kind.name)
             for _ in range(n, inputs, len(KINDS)):
-                _one(kind, mutate(rng, kind.good), path, watched, fig)
+                _one(kind, mutate(rng, kind.good, note), path, watched, fig)
     fig.seconds = time.perf_counter() - started
     return fig
 
@@ -264,6 +298,7 @@ def main() -> int:
         print(f"  implausible accepted {fig.implausible_accepted}")
         print(f"  live edits that lost the last good contents {fig.live_edits_lost_last_good}")
         print(f"  slowest file {fig.slowest_s * 1000:.0f} ms, {fig.seconds:.1f} s in all")
+        print("  " + kinds_line(fig.mutations, file_kinds()))
         for line in fig.examples:
             print("  " + line)
     return 0 if fig.ok else 1

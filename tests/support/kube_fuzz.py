@@ -26,6 +26,7 @@ from typing import Any
 
 from exporter.kube.pods import ContainerMeta, PodMeta, PodParseError, parse_pod
 from exporter.kube.resolver import PodIndex
+from tests.support.parser_fuzz import Note, kinds_line, no_note, value_key
 
 NODE = "node-1"
 
@@ -77,19 +78,36 @@ def _paths(obj: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return out
 
 
-def mutate(rng: random.Random, pod: dict[str, Any]) -> Any:
+# Every kind of mutation :func:`mutate` makes, as the figures count them: a field
+# deleted, a field replaced by each hostile value, the whole object replaced.
+MUTATION_KINDS: tuple[str, ...] = (
+    "field deleted",
+    "field replaced",
+    "object replaced",
+    *(value_key(v) for v in HOSTILE),
+)
+
+
+def mutate(rng: random.Random, pod: dict[str, Any], note: Note = no_note) -> Any:
     obj: Any = copy.deepcopy(pod)
     for _ in range(rng.randint(1, 3)):
         path = rng.choice(_paths(obj))
         if not path:
-            return rng.choice(HOSTILE)
+            new = rng.choice(HOSTILE)
+            note("object replaced")
+            note(value_key(new))
+            return new
         parent = obj
         for key in path[:-1]:
             parent = parent[key]
         if rng.random() < 0.2 and isinstance(parent, dict):
             del parent[path[-1]]
+            note("field deleted")
         else:
-            parent[path[-1]] = copy.deepcopy(rng.choice(HOSTILE))
+            new = rng.choice(HOSTILE)
+            note("field replaced")
+            note(value_key(new))
+            parent[path[-1]] = copy.deepcopy(new)
     return obj
 
 
@@ -120,12 +138,16 @@ class Figures:
     escapes: int = 0
     implausible: int = 0
     seconds: float = 0.0
+    mutations: dict[str, int] = field(default_factory=dict)  # made, by kind (MUTATION_KINDS)
     examples: list[str] = field(default_factory=list)
 
     def bad(self, kind: str, detail: str) -> None:
         setattr(self, kind, getattr(self, kind) + 1)
         if len(self.examples) < 10:
             self.examples.append(f"{kind}: {detail}"[:300])
+
+    def count(self, kind: str) -> None:
+        self.mutations[kind] = self.mutations.get(kind, 0) + 1
 
 
 def run(inputs: int, seed: int) -> Figures:
@@ -134,7 +156,7 @@ def run(inputs: int, seed: int) -> Figures:
     index = PodIndex(grace_s=60.0)
     started = time.perf_counter()
     for i in range(inputs):
-        obj = mutate(rng, good_pod(i))
+        obj = mutate(rng, good_pod(i), fig.count)
         fig.inputs += 1
         try:
             pod = parse_pod(obj)
@@ -178,6 +200,7 @@ def main() -> int:
         print(f"kube fuzz: {fig.inputs} mutated pod objects, seed {args.seed}")
         print(f"  read {fig.read}, refused with PodParseError {fig.refused}")
         print(f"  escapes {fig.escapes}, implausible {fig.implausible}, {fig.seconds:.1f} s")
+        print("  " + kinds_line(fig.mutations, MUTATION_KINDS))
         for line in fig.examples:
             print("  " + line)
     return 1 if fig.escapes or fig.implausible else 0

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import re
 import sys
@@ -104,19 +105,46 @@ SPECIAL = (
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
-def _num(rng: random.Random, text: str) -> str:
+Note = Callable[[str], object]  # told the kind of each mutation made (the figures count them)
+
+
+def no_note(_kind: str) -> None:
+    pass
+
+
+def value_key(v: object) -> str:
+    """How a hostile value is named among the mutation kinds (short, and unique within
+    each fuzzer's list: long values by their start and length)."""
+    r = repr(v)
+    return f"value {r}" if len(r) <= 24 else f"value {r[:10]}...({len(str(v))} chars)"
+
+
+def _num(rng: random.Random, text: str, note: Note) -> str:
     spots = list(_NUMBER.finditer(text))
     if not spots:
-        return text + rng.choice(SPECIAL)
+        new = rng.choice(SPECIAL)
+        note("number appended")
+        note(value_key(new))
+        return text + new
     m = rng.choice(spots)
-    new = rng.choice(SPECIAL) if rng.random() < 0.8 else str(rng.randrange(-(2**70), 2**70))
+    if rng.random() < 0.8:
+        new = rng.choice(SPECIAL)
+        note("number replaced")
+        note(value_key(new))
+    else:
+        new = str(rng.randrange(-(2**70), 2**70))
+        note("number replaced, random")
     return text[: m.start()] + new + text[m.end() :]
 
 
-def _lines(rng: random.Random, text: str) -> str:
+_LINE_OPS = ("line deleted", "line duplicated", "lines swapped", "line cut short")
+
+
+def _lines(rng: random.Random, text: str, note: Note) -> str:
     lines = text.split("\n")
     i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
     op = rng.randrange(4)
+    note(_LINE_OPS[op])
     if op == 0:
         del lines[i]
     elif op == 1:
@@ -128,26 +156,36 @@ def _lines(rng: random.Random, text: str) -> str:
     return "\n".join(lines)
 
 
-def _bytes(rng: random.Random, text: str) -> str:
+def _bytes(rng: random.Random, text: str, note: Note) -> str:
     """Stray bytes, decoded as the reader decodes a file (ASCII, others replaced)."""
     data = bytearray(text.encode("ascii", "replace"))
     for _ in range(rng.randint(1, 4)):
         pos = rng.randrange(len(data) + 1)
         if data and rng.random() < 0.5:
             data[min(pos, len(data) - 1)] ^= 1 << rng.randrange(8)
+            note("bit flipped")
         else:
             data[pos:pos] = bytes([rng.randrange(256)])
+            note("byte inserted")
     return bytes(data).decode("ascii", "replace")
 
 
-def _chars(rng: random.Random, text: str) -> str:
+JUNK = ("\x00", "=", " ", "\t", "\r", "\x0b", "\x0c", "\u2028", "-", ".", "_")
+
+
+def _chars(rng: random.Random, text: str, note: Note) -> str:
     pos = rng.randrange(len(text) + 1)
-    junk = rng.choice(["\x00", "=", " ", "\t", "\r", "\x0b", "\x0c", "\u2028", "-", ".", "_"])
+    junk = rng.choice(JUNK)
+    note(f"junk {junk!r}")
     return text[:pos] + junk * rng.randint(1, 3) + text[pos:]
 
 
-def _whole(rng: random.Random, text: str) -> str:
+_WHOLE_OPS = ("emptied", "truncated", "line ends changed", "'=' changed", "long line", "repeated")
+
+
+def _whole(rng: random.Random, text: str, note: Note) -> str:
     op = rng.randrange(6)
+    note(_WHOLE_OPS[op])
     if op == 0:
         return ""
     if op == 1:
@@ -162,12 +200,51 @@ def _whole(rng: random.Random, text: str) -> str:
 
 
 MUTATORS = (_num, _num, _num, _lines, _bytes, _chars, _whole)
+# Every kind of mutation :func:`mutate` makes, as the figures count them: the operators,
+# each special number and each junk character ("number appended" only happens to a text
+# an earlier mutation left without a number).
+MUTATION_KINDS: tuple[str, ...] = (
+    "number replaced",
+    "number replaced, random",
+    "number appended",
+    *_LINE_OPS,
+    "bit flipped",
+    "byte inserted",
+    *_WHOLE_OPS,
+    *(value_key(v) for v in SPECIAL),
+    *(f"junk {j!r}" for j in JUNK),
+)
 
 
-def mutate(rng: random.Random, text: str) -> str:
+def mutate(rng: random.Random, text: str, note: Note = no_note) -> str:
     for _ in range(rng.randint(1, 3)):
-        text = rng.choice(MUTATORS)(rng, text)
+        text = rng.choice(MUTATORS)(rng, text, note)
     return text
+
+
+def kinds_line(counts: dict[str, int], kinds: tuple[str, ...]) -> str:
+    """One line of figures: how many of the mutation kinds were made, the least made."""
+    made = sum(counts.get(k, 0) > 0 for k in kinds)
+    least = min(kinds, key=lambda k: counts.get(k, 0))
+    return (
+        f"mutation kinds made: {made} of {len(kinds)}, the least made {least} "
+        f"({counts.get(least, 0)} times)"
+    )
+
+
+def scratch_dir() -> str | None:
+    """Where the fuzzers that write files make them: ``/dev/shm`` (tmpfs) when it is
+    there and writable and ``$TMPDIR`` is not set, else the default temporary directory.
+    On the test machines' disk, creating the tree run's files took half its time."""
+    shm = "/dev/shm"
+    if os.environ.get("TMPDIR") or not os.path.isdir(shm):
+        return None
+    return shm if os.access(shm, os.W_OK | os.X_OK) else None
+
+
+def unexercised(counts: dict[str, int], kinds: tuple[str, ...], at_least: int) -> dict[str, int]:
+    """The mutation kinds of ``kinds`` made fewer than ``at_least`` times in a run."""
+    return {k: counts.get(k, 0) for k in kinds if counts.get(k, 0) < at_least}
 
 
 # -- the oracle --------------------------------------------------------------------------
@@ -267,7 +344,11 @@ class Figures:
     slowest_s: float = 0.0
     seconds: float = 0.0
     per_parser: dict[str, list[int]] = field(default_factory=dict)  # [inputs, accepted]
+    mutations: dict[str, int] = field(default_factory=dict)  # made, by kind (MUTATION_KINDS)
     examples: list[str] = field(default_factory=list)  # first escapes / implausible values
+
+    def count(self, kind: str) -> None:
+        self.mutations[kind] = self.mutations.get(kind, 0) + 1
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -286,7 +367,7 @@ def run(inputs: int, seed: int) -> Figures:
     for i in range(inputs):
         name = names[i % len(names)]
         parser = PARSERS[name][0]
-        text = mutate(rng, rng.choice(corpus[name]))
+        text = mutate(rng, rng.choice(corpus[name]), fig.count)
         fig.inputs += 1
         fig.per_parser[name][0] += 1
         t = time.perf_counter()
@@ -332,6 +413,7 @@ def main() -> int:
         print(f"  accepted {fig.accepted}, rejected with CgroupParseError {fig.rejected}")
         print(f"  escapes {fig.escapes}, implausible values accepted {fig.implausible}")
         print(f"  slowest input {fig.slowest_s * 1000:.1f} ms, {fig.seconds:.1f} s in all")
+        print("  " + kinds_line(fig.mutations, MUTATION_KINDS))
         for line in fig.examples:
             print("  " + line)
     return 1 if fig.escapes or fig.implausible else 0

@@ -40,14 +40,35 @@ from exporter.findings import load_thresholds
 from exporter.probe import ProbeConfig
 from exporter.sampler.loop import Sampler
 from exporter.sampler.snapshot import ContainerSample, LostCgroup
-from tests.support.parser_fuzz import SPECIAL, implausible
+from tests.support.parser_fuzz import (
+    SPECIAL,
+    Note,
+    implausible,
+    kinds_line,
+    no_note,
+    scratch_dir,
+    value_key,
+)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 BASES = ("v2-systemd", "v2-cgroupfs", "hybrid", "no-quota")
 STEP_S = 5.0
 
 
-def mutate_bytes(rng: random.Random, data: bytes) -> bytes:
+_OPS = (
+    "bit flipped",
+    "bytes inserted",
+    "bytes deleted",
+    "cut short",
+    "number replaced",
+    "bytes repeated",
+)
+# Every kind of mutation :func:`mutate_bytes` makes, as the figures count them: the
+# operators and each special number (from the parser fuzzer's list).
+MUTATION_KINDS: tuple[str, ...] = _OPS + tuple(value_key(v) for v in SPECIAL)
+
+
+def mutate_bytes(rng: random.Random, data: bytes, note: Note = no_note) -> bytes:
     """One to four byte-level mutations."""
     buf = bytearray(data)
     for _ in range(rng.randint(1, 4)):
@@ -67,9 +88,13 @@ def mutate_bytes(rng: random.Random, data: bytes) -> bytes:
             end = at
             while end < len(buf) and 48 <= buf[end] <= 57:
                 end += 1
-            buf[at:end] = rng.choice(SPECIAL).encode()
+            new = rng.choice(SPECIAL)
+            note(value_key(new))
+            buf[at:end] = new.encode()
         else:
+            op = 5  # an empty file's bit flip repeats nothing instead
             buf[pos:pos] = bytes(buf[pos : pos + rng.randint(1, 64)])
+        note(_OPS[op])
     return bytes(buf)
 
 
@@ -81,12 +106,16 @@ class Figures:
     escapes: int = 0
     implausible: int = 0
     seconds: float = 0.0
+    mutations: dict[str, int] = field(default_factory=dict)  # made, by kind (MUTATION_KINDS)
     examples: list[str] = field(default_factory=list)
 
     def bad(self, kind: str, detail: str) -> None:
         setattr(self, kind, getattr(self, kind) + 1)
         if len(self.examples) < 10:
             self.examples.append(f"{kind}: {detail}"[:300])
+
+    def count(self, kind: str) -> None:
+        self.mutations[kind] = self.mutations.get(kind, 0) + 1
 
 
 def _reading_implausible(r: CgroupReading) -> str | None:
@@ -158,7 +187,7 @@ def run(inputs: int, seed: int) -> Figures:
     rng = random.Random(seed)
     fig = Figures()
     started = time.perf_counter()
-    workdir = Path(tempfile.mkdtemp(prefix="contention-readerfuzz-"))
+    workdir = Path(tempfile.mkdtemp(prefix="contention-readerfuzz-", dir=scratch_dir()))
     try:
         nodes = [_Node(b, workdir / b) for b in BASES]
         for i in range(inputs):
@@ -166,7 +195,7 @@ def run(inputs: int, seed: int) -> Figures:
             ref, ident, files = rng.choice(node.cgroups)
             f = rng.choice(files)
             good = f.read_bytes()
-            f.write_bytes(mutate_bytes(rng, good))
+            f.write_bytes(mutate_bytes(rng, good, fig.count))
             where = f"{f.relative_to(workdir)}"
             fig.inputs += 1
             try:
@@ -203,6 +232,7 @@ def main() -> int:
         print(f"  samples {fig.sampled}, losses counted {fig.lost}")
         print(f"  escapes {fig.escapes}, implausible values {fig.implausible}")
         print(f"  {fig.seconds:.1f} s")
+        print("  " + kinds_line(fig.mutations, MUTATION_KINDS))
         for line in fig.examples:
             print("  " + line)
     return 1 if fig.escapes or fig.implausible else 0

@@ -58,6 +58,7 @@ from exporter.agent import Agent, AgentConfig
 from exporter.cgroupfs.discovery import TRACKED_KINDS, CgroupKind, classify
 from exporter.findings import load_thresholds
 from exporter.probe import ProbeConfig
+from tests.support.parser_fuzz import kinds_line, scratch_dir, value_key
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 BASES = ("v2-systemd", "v2-cgroupfs", "hybrid", "no-quota", "malformed")
@@ -156,6 +157,7 @@ class Tree:
         self.denied: list[Path] = []  # chmod 000 by a mutation
         self.gone: list[str] = []  # cgroup paths removed by the harness during a pass
         self.restore: list[tuple[Path, bytes]] = []  # transient edits undone next pass
+        self.note: Callable[[str], object] = lambda kind: None  # a value a mutation used
 
     def files(self) -> list[Path]:
         _, others, _ = _walk(self.root)
@@ -231,7 +233,7 @@ def _mutate(
     m: Callable[[random.Random, Tree], str], rng: random.Random, t: Tree, fig: Figures
 ) -> str:
     """Apply one mutation with the denials lifted; the harness itself never fails."""
-    fig.mutations[m.__name__] = fig.mutations.get(m.__name__, 0) + 1
+    fig.count(m.__name__)
     with t.open_up():
         try:
             return m(rng, t)
@@ -279,7 +281,9 @@ def m_number(rng: random.Random, t: Tree) -> str:
     if not spots:
         return "number: none"
     m = rng.choice(spots)
-    f.write_bytes(data[: m.start()] + rng.choice(BIG) + data[m.end() :])
+    big = rng.choice(BIG)
+    t.note(value_key(big))
+    f.write_bytes(data[: m.start()] + big + data[m.end() :])
     return f"number {f.relative_to(t.root)}"
 
 
@@ -391,6 +395,14 @@ DEEP_EVERY = 25  # one tree in 25 also gets a 1,100-deep chain (costly to walk)
 BETWEEN: tuple[Callable[[random.Random, Tree], str], ...] = (
     m_vanish, m_vanish, m_regress, m_regress, m_new_cgroup, m_fifo, m_number, m_deny_dir,
 )  # fmt: skip
+MID_PASS_VANISH = "mid-pass vanish"
+# Every kind of mutation a run makes, as the figures count them: each mutation (by its
+# function's name), a cgroup removed in the middle of a pass, each number m_number uses.
+MUTATION_KINDS: tuple[str, ...] = (
+    *sorted({m.__name__ for m in (*STATIC, *BETWEEN, m_deep)}),
+    MID_PASS_VANISH,
+    *(value_key(v) for v in BIG),
+)
 
 
 # -- the run ----------------------------------------------------------------------------
@@ -418,6 +430,9 @@ class Figures:
         setattr(self, kind, getattr(self, kind) + 1)
         if len(self.examples) < 12:
             self.examples.append(f"{kind}: {detail}"[:400])
+
+    def count(self, kind: str) -> None:
+        self.mutations[kind] = self.mutations.get(kind, 0) + 1
 
     @property
     def ok(self) -> bool:
@@ -535,6 +550,7 @@ def _mid_pass_vanish(rng: random.Random, agent: Agent, tree: Tree) -> None:
 def fuzz_tree(n: int, rng: random.Random, workdir: Path, passes: int, fig: Figures) -> None:
     base = BASES[n % len(BASES)]
     tree = Tree(base, workdir / f"tree-{n}")
+    tree.note = fig.count
     where = f"tree {n} ({base})"
     static = [m for m in STATIC if fig.denials_tested or m not in (m_deny_dir, m_deny_file)]
     between = [m for m in BETWEEN if fig.denials_tested or m is not m_deny_dir]
@@ -574,6 +590,7 @@ def fuzz_tree(n: int, rng: random.Random, workdir: Path, passes: int, fig: Figur
                 agent.sampler._classify = agent.sampler.__class__._classify.__get__(agent.sampler)  # type: ignore[method-assign]
                 if rng.random() < 0.3:
                     _mid_pass_vanish(rng, agent, tree)
+                    fig.count(MID_PASS_VANISH)
                     where += "; mid-pass vanish"
                 now += PASS_EVERY_S
                 _one_pass(agent, tree, now, fig, where)
@@ -591,7 +608,7 @@ def run(trees: int, seed: int, passes: int = 3) -> Figures:
     rng = random.Random(seed)
     fig = Figures(denials_tested=can_deny())
     started = time.perf_counter()
-    workdir = Path(tempfile.mkdtemp(prefix="contention-treefuzz-"))
+    workdir = Path(tempfile.mkdtemp(prefix="contention-treefuzz-", dir=scratch_dir()))
     os.chmod(workdir, 0o755)
     try:
         for n in range(trees):
@@ -627,6 +644,7 @@ def main() -> int:
         print(f"  lost cgroups, counted  {fig.lost_counted}")
         print(f"  unreadable files/dirs  {'tested' if fig.denials_tested else 'NOT tested (root)'}")
         print(f"  mutations              {fig.mutations}")
+        print(f"  {kinds_line(fig.mutations, MUTATION_KINDS)}")
         print(f"  {fig.seconds:.1f} s")
         for line in fig.examples:
             print("  " + line)
