@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..findings.thresholds import ThresholdsError
-from ..rules.generator import (
+from ..rules.pack import (
     DEFAULT_INTERVAL,
     RULE_FILE,
     check_interval,

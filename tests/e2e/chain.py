@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from exporter.rules.generator import ALERT_NAMES
+from exporter.rules.finding_alerts import ALERT_NAMES
 from labs.exporter_proc import exporter_command, free_port, terminate
 from labs.scenarios import LAB_CONTAINER, LAB_NAMESPACE
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from exporter.findings.model import Kind
-from exporter.rules.generator import ALERT_NAMES
+from exporter.rules.finding_alerts import ALERT_NAMES
 from tests.e2e.conftest import E2E
 from tests.e2e.inhibit import check_inhibition, posted_alert
 

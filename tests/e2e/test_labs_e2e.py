@@ -35,7 +35,7 @@ import pytest
 from exporter.cgroupfs.discovery import CgroupKind
 from exporter.identity import Identity
 from exporter.probe.culprit import classify_culprit
-from exporter.rules.generator import ALERT_NAMES
+from exporter.rules.finding_alerts import ALERT_NAMES
 from labs.replay import HYPERVISOR, NODE, REPLAYS, ReplayLab
 from labs.scenarios import (
     LAB_CONTAINER,

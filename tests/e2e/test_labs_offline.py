@@ -13,7 +13,7 @@ from exporter.cgroupfs import parsers
 from exporter.findings.model import NODE_KINDS
 from exporter.findings.thresholds import load_thresholds
 from exporter.metadata_file import parse_metadata
-from exporter.rules.generator import ALERT_NAMES
+from exporter.rules.finding_alerts import ALERT_NAMES
 from labs.cgroups import PREFIX, kubelet_shares
 from labs.memory import MEMORY_LABS, MIB
 from labs.replay import HYPERVISOR, NODE, REPLAYS, ReplayTree

@@ -26,7 +26,8 @@ from exporter.findings.model import CULPRIT_WORKLOAD, NODE_KINDS, Finding, Kind
 from exporter.findings.thresholds import Thresholds, ThresholdsError, load_thresholds
 from exporter.probe.histogram import RUNQ_BOUNDS_S
 from exporter.rules.alert import runbook_annotations
-from exporter.rules.generator import ALERT_NAMES, HEADER, SUMMARIES
+from exporter.rules.finding_alerts import ALERT_NAMES, SUMMARIES
+from exporter.rules.pack import HEADER
 from exporter.rules.promtool import PromtoolResult, run_promtool
 
 from .corpus import TARGET, Scenario, ScenarioError, load_corpus

@@ -18,7 +18,7 @@ import yaml
 
 from exporter.findings import evaluate, load_thresholds
 from exporter.findings.thresholds import Thresholds
-from exporter.rules.generator import rule_groups
+from exporter.rules.pack import rule_groups
 from exporter.rules.promtool import PromtoolMissing, find_promtool
 from tests.support.corpus import Scenario, cgroup_of, load_corpus
 from tests.support.promtool_tests import render_tests, unit_test_rules

@@ -559,7 +559,7 @@ def test_alertmanagerconfig_holds_the_shipped_inhibit_rule(
     default thresholds and for a cluster label; it is off by default and carries the
     labels kube-prometheus-stack selects."""
     from exporter.findings.thresholds import load_thresholds
-    from exporter.rules.generator import render_inhibit_file
+    from exporter.rules.pack import render_inhibit_file
 
     assert not [d for d in rendered["default"] if d["kind"] == "AlertmanagerConfig"]
     extra: list[str] = []

@@ -26,7 +26,7 @@ from exporter.dashboards.render import (  # noqa: E402
 from exporter.dashboards.selectors import named, named_culprit  # noqa: E402
 from exporter.dashboards.shared import DRILLDOWN_UID, OVERVIEW_UID  # noqa: E402
 from exporter.findings.thresholds import Thresholds, from_mapping, load_thresholds  # noqa: E402
-from exporter.rules.generator import recording_rules  # noqa: E402
+from exporter.rules.recording import recording_rules  # noqa: E402
 from tests.e2e.dashboard_queries import (  # noqa: E402
     all_panel_queries,
     all_variable_queries,

@@ -16,7 +16,8 @@ import yaml
 from exporter.findings import load_thresholds
 from exporter.findings.thresholds import Thresholds, ThresholdsError, from_mapping
 from exporter.rules import health
-from exporter.rules.generator import ALERT_NAMES, ALERTS, rule_groups
+from exporter.rules.finding_alerts import ALERT_NAMES
+from exporter.rules.pack import ALERTS, rule_groups
 from exporter.rules.promtool import PromtoolMissing, PromtoolResult, find_promtool
 from tests.support import promtool_tests as pt
 from tests.support.corpus import TARGET, Scenario, load_corpus

@@ -15,17 +15,9 @@ from exporter.findings.model import NODE_KINDS, Kind
 from exporter.findings.thresholds import Thresholds, from_mapping
 from exporter.rules import health
 from exporter.rules import promtool as promtool_wrapper
-from exporter.rules.generator import (
-    ALERT_NAMES,
-    ALERTS,
-    INHIBIT_FILE,
-    MANIFEST,
-    R_USAGE,
-    R_USAGE_OVER_REQ,
-    RULE_FILE,
-    render_files,
-    rule_groups,
-)
+from exporter.rules.finding_alerts import ALERT_NAMES
+from exporter.rules.pack import ALERTS, INHIBIT_FILE, MANIFEST, RULE_FILE, render_files, rule_groups
+from exporter.rules.records import R_USAGE, R_USAGE_OVER_REQ
 from tests.support import gotemplate as gt
 from tests.support import promtool_tests as pt
 from tests.support.corpus import load_corpus
@@ -401,7 +393,7 @@ def test_inhibit_rule_is_valid_alertmanager_config(th: Thresholds, tmp_path: Pat
     assert 'alertname="ContentionCPUThrottled"' in rule["source_matchers"]
     assert rule["equal"] == ["namespace", "pod", "container"]
     multi = from_mapping({**th.to_yaml_dict(), "clusterLabel": "k8s_cluster"})
-    from exporter.rules.generator import render_inhibit_file
+    from exporter.rules.pack import render_inhibit_file
 
     (rule,) = yaml.safe_load(render_inhibit_file(multi))["inhibit_rules"]
     assert rule["equal"] == ["k8s_cluster", "namespace", "pod", "container"]

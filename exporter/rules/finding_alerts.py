@@ -1,0 +1,128 @@
+"""The findings alerts: one per finding kind and severity, each combining the decisions
+the recording rules made (``recording``), with the annotations of ``descriptions`` and
+``remediations`` and the shared treatment of ``alert``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..findings.model import CULPRIT_HYPERVISOR, Kind
+from ..findings.thresholds import Thresholds
+from ..identity import IDENTITY_LABELS
+from ..promql import num
+from .alert import alerting_rule
+from .descriptions import descriptions
+from .records import (
+    R_BLAME_CULPRIT,
+    R_CPU_BOTH,
+    R_CPU_CRIT,
+    R_CPU_VICTIM,
+    R_MEM_CRIT,
+    R_MEM_CULPRIT,
+    R_MEM_PRESSURE,
+    R_MEM_THRASH,
+    R_STEAL,
+    R_STEAL_SUSTAINED,
+    R_THROTTLE,
+    R_WATCHED,
+    R_WORKLOAD_CULPRIT,
+)
+from .remediations import remediations
+from .terms import CULPRIT_IDENTITY, RuleTerms
+
+ALERT_NAMES = {
+    Kind.CPU_THROTTLED: "ContentionCPUThrottled",
+    Kind.NOISY_NEIGHBOR: "ContentionNoisyNeighbor",
+    Kind.CPU_CONTENDED: "ContentionCPUContended",
+    Kind.MEMORY_PRESSURE: "ContentionMemoryPressure",
+    Kind.MEMORY_LIMIT_THRASH: "ContentionMemoryLimitThrash",
+    Kind.CPU_STEAL: "ContentionCPUSteal",
+}
+
+
+SUMMARIES = {
+    Kind.CPU_THROTTLED: "Container is throttled by its own CPU limit.",
+    Kind.NOISY_NEIGHBOR: "Container is starved of CPU by a named neighbour.",
+    Kind.CPU_CONTENDED: "Container is starved of CPU and no single neighbour is the cause.",
+    Kind.MEMORY_PRESSURE: "Container is stalled on memory while the node is under memory pressure.",
+    Kind.MEMORY_LIMIT_THRASH: "Container is thrashing under its own memory limit.",
+    Kind.CPU_STEAL: "The hypervisor is taking the node's CPU while containers stall.",
+}
+
+# Labels an alert always carries: cpu-steal names the hypervisor, which has no series.
+STATIC_LABELS = {
+    Kind.CPU_STEAL: {"culprit_kind": CULPRIT_HYPERVISOR, "culprit": CULPRIT_HYPERVISOR},
+}
+
+
+# An alert's condition by severity: (severity, expr), most severe first.
+Severities = list[tuple[str, str]]
+
+
+def _cpu_severities(victim_on: str, base: str) -> Severities:
+    return [
+        ("critical", f"({base})\nand {victim_on} {R_CPU_CRIT}"),
+        ("warning", f"({base})\nand {victim_on} {R_CPU_BOTH}\nunless {victim_on} {R_CPU_CRIT}"),
+        ("info", f"({base})\nunless {victim_on} {R_CPU_CRIT}\nunless {victim_on} {R_CPU_BOTH}"),
+    ]
+
+
+def _memory_severities(victim_on: str, base: str) -> Severities:
+    return [
+        ("critical", f"({base})\nand {victim_on} {R_MEM_CRIT}"),
+        ("warning", f"({base})\nunless {victim_on} {R_MEM_CRIT}"),
+    ]
+
+
+def conditions(th: Thresholds) -> dict[Kind, Severities]:
+    """Each finding's alert conditions, by severity."""
+    q = RuleTerms(th)
+    victim_on = q.on(*IDENTITY_LABELS)
+    # a workload only when no container passes alone (docs/findings.md#workload-culprits)
+    noisy_neighbor = (
+        f"({R_BLAME_CULPRIT} and {victim_on} {R_CPU_VICTIM})\nor\n"
+        f"({R_WORKLOAD_CULPRIT} and {victim_on} {R_CPU_VICTIM}\n"
+        f"unless {victim_on} {R_BLAME_CULPRIT})"
+    )
+    contended = (
+        f"{R_CPU_VICTIM} unless {victim_on} {R_BLAME_CULPRIT}\n"
+        f"unless {victim_on} {R_WORKLOAD_CULPRIT}"
+    )
+    throttled = f"{R_THROTTLE.format(w=q.window)} >= {num(th.throttled_ratio)}\nand {R_WATCHED}"
+    steal = (
+        f"{R_STEAL}\nand {q.on()} {R_STEAL_SUSTAINED}\n"
+        f"and {q.on()} count {q.by()} ({R_CPU_VICTIM})"
+    )
+    culprit_labels = ", ".join(CULPRIT_IDENTITY)
+    memory_pressure = (
+        f"({R_MEM_PRESSURE} * {q.on()} group_left({culprit_labels}) {R_MEM_CULPRIT})\n"
+        f"or\n({R_MEM_PRESSURE} unless {q.on()} {R_MEM_CULPRIT})"
+    )
+    return {
+        Kind.CPU_THROTTLED: _cpu_severities(victim_on, throttled),
+        Kind.NOISY_NEIGHBOR: _cpu_severities(victim_on, noisy_neighbor),
+        Kind.CPU_CONTENDED: _cpu_severities(victim_on, contended),
+        Kind.MEMORY_PRESSURE: _memory_severities(victim_on, memory_pressure),
+        Kind.MEMORY_LIMIT_THRASH: _memory_severities(victim_on, R_MEM_THRASH),
+        Kind.CPU_STEAL: [("warning", steal)],
+    }
+
+
+def alert_rules(th: Thresholds) -> list[dict[str, Any]]:
+    """Every findings alert (disabled ones included; the pack filters them)."""
+    description = descriptions(th)
+    remediation = remediations(th)
+    return [
+        alerting_rule(
+            th,
+            ALERT_NAMES[kind],
+            expr,
+            severity,
+            summary=SUMMARIES[kind],
+            description=description[kind],
+            remediation=remediation[kind],
+            labels={"finding": kind.value, **STATIC_LABELS.get(kind, {})},
+        )
+        for kind, severities in conditions(th).items()
+        for severity, expr in severities
+    ]

@@ -1,0 +1,59 @@
+"""The names of the pack's recording rules, read by the rules that follow them, the
+alerts and their annotations (and by anyone querying Prometheus by hand).
+
+``level:metric:operations`` (Prometheus's naming practice; a metric divided by another
+is ``<a>_per_<b>:ratio``). ``{w}`` stands for the findings window (``5m``). The
+expressions are in ``recording``.
+"""
+
+from __future__ import annotations
+
+# Signals, for dashboards and descriptions:
+R_PSI_SOME = "cgroup:contention_cpu_pressure_waiting_seconds:rate1m"
+R_PSI_FULL = "cgroup:contention_cpu_pressure_stalled_seconds:rate1m"
+R_THROTTLE = "cgroup:contention_cpu_cfs_throttled_periods:ratio_rate{w}"
+R_THROTTLE_S = "cgroup:contention_cpu_cfs_throttled_seconds:rate{w}"
+R_P99 = "cgroup:contention_runqueue_latency_seconds:p99_rate1m"
+R_RUNQ_EVENTS = "cgroup:contention_runqueue_latency_seconds_count:rate1m"
+R_USAGE = "cgroup:contention_cpu_usage_per_sampled_seconds:ratio_rate{w}"
+R_USAGE_OVER_REQ = "cgroup:contention_cpu_usage_per_request_cores:ratio_rate{w}"
+R_MEM_SOME = "cgroup:contention_memory_pressure_waiting_seconds:rate1m"
+R_MEM_FULL = "cgroup:contention_memory_pressure_stalled_seconds:rate1m"
+R_REFAULTS = "cgroup:contention_memory_workingset_refaults:rate1m"
+R_NODE_MEM_SOME = "node:contention_node_memory_pressure_waiting_seconds:rate1m"
+R_STEAL = "node:contention_node_cpu_steal_seconds_per_cpu_cores:ratio_rate1m"
+R_OVERAGE = "cgroup:contention_memory_working_set_bytes:over_request"
+R_OVERAGE_SHARE = "cgroup:contention_memory_overage_per_node_overage:ratio"
+R_MEM_CULPRIT = "node:contention_memory_overage_per_node_overage:top1"
+R_WATCHED = "cgroup:contention_sampled_seconds:watched_sustain"
+# Per-minute flags (value 1 when the minute just ended qualifies), recorded once and
+# read back with offset for the earlier minutes:
+R_RUNQ_SLOW_1M = "cgroup:contention_runqueue_latency_seconds:p99_over_stall_rate1m"
+R_RUNQ_CRIT_1M = "cgroup:contention_runqueue_latency_seconds:p99_over_critical_rate1m"
+R_CPU_STALLED_1M = "cgroup:contention_cpu_stalled:rate1m"
+R_MEM_STALLED_1M = "cgroup:contention_memory_stalled:rate1m"
+R_LIMIT_HITS_1M = "cgroup:contention_memory_limit_hits:rate1m"
+# Per victim: node memory pressure beyond the victim's own stall (docs/findings.md).
+R_NODE_MEM_1M = "cgroup:contention_node_memory_pressure_beyond_self:rate1m"
+R_STEAL_1M = "node:contention_node_cpu_steal:rate1m"
+# Decisions (value 1):
+R_CPU_STALLED = "cgroup:contention_cpu_stalled:sustained"
+R_CPU_VICTIM = "cgroup:contention_cpu_unthrottled_stall:sustained"
+R_CPU_CRIT = "cgroup:contention_cpu_severity_critical:rate1m"
+R_CPU_BOTH = "cgroup:contention_cpu_stall_both_signals:rate1m"
+R_BLAME_CULPRIT = "cgroup:contention_blame_share:culprit"
+R_WORKLOAD_CULPRIT = "cgroup:contention_workload_blame_share:culprit"
+# A workload's running containers: summed usage and summed requests (docs/findings.md).
+R_WL_USAGE = "workload:contention_cpu_usage_per_sampled_seconds:sum_ratio_rate{w}"
+R_WL_REQUEST = "workload:contention_cpu_request_cores:sum"
+R_MEM_PRESSURE = "cgroup:contention_memory_pressure:sustained"
+R_MEM_THRASH = "cgroup:contention_memory_limit_thrash:sustained"
+R_MEM_CRIT = "cgroup:contention_memory_severity_critical:rate1m"
+R_STEAL_SUSTAINED = "node:contention_node_cpu_steal:sustained"
+# Remediation values (docs/findings.md#remediation-with-numbers), for the annotations:
+R_FIX_CPU_LIMIT = "cgroup:contention_cpu_demand_millicores:ceil_rate{w}"
+R_FIX_CPU_REQUEST = "cgroup:contention_cpu_usage_millicores:ceil_ratio_rate{w}"
+R_FIX_WL_REQUEST = "workload:contention_cpu_usage_millicores:ceil_sum_ratio_rate{w}"
+R_FIX_NODE_CPU = "node:contention_runqueue_wait_millicores:ceil_increase{w}"
+R_FIX_MEM_LIMIT = "cgroup:contention_memory_working_set_refaulted_mebibytes:ceil_increase1m"
+R_FIX_MEM_REQUEST = "cgroup:contention_memory_working_set_mebibytes:ceil"

@@ -1,0 +1,106 @@
+"""The findings alerts' ``remediation`` annotations: what to change, with the value the
+remediation recording rules computed over the window (docs/findings.md#remediation-with-numbers),
+or the sentence without a value when the rule has none for this alert."""
+
+from __future__ import annotations
+
+from ..findings.model import REMEDIATION, Kind
+from ..findings.remediation import (
+    TEXT_UNDER_STEAL,
+    TEXT_WITH_VALUE,
+    TEXT_WITHOUT_VALUE,
+    TEXT_WORKLOAD_CULPRIT,
+)
+from ..findings.thresholds import Thresholds
+from ..identity import IDENTITY_LABELS
+from .records import (
+    R_FIX_CPU_LIMIT,
+    R_FIX_CPU_REQUEST,
+    R_FIX_MEM_LIMIT,
+    R_FIX_MEM_REQUEST,
+    R_FIX_NODE_CPU,
+    R_FIX_WL_REQUEST,
+    R_STEAL_SUSTAINED,
+)
+from .templates import MEM_CULPRIT_T, node_with_t
+from .terms import WORKLOAD_LABELS
+
+VALUE_T = '{{ . | first | value | printf "%.0f" }}'
+
+
+def _remediation_t(
+    th: Thresholds,
+    kind: Kind,
+    record: str,
+    whose: str | None,
+    culprit_t: str = "",
+    texts: tuple[str, str] | None = None,
+    match: tuple[tuple[str, str], ...] | None = None,
+) -> str:
+    """The remediation sentence of ``kind`` with the recording rule's value for this
+    alert: the victim's (``whose=""``), the culprit's (``"culprit_"``: its identity
+    labels, prefixed) or the node's (None); or the sentence without a value.
+    ``texts``: the (with value, without) sentences, by default the kind's.
+    ``match``: (the record's label, the alert's label) pairs that pick the record's
+    row instead of ``whose``'s identity labels."""
+    if match is None:
+        own = IDENTITY_LABELS if whose is not None else ()
+        match = tuple((lab, f"{whose}{lab}") for lab in own)
+    pairs = (*((lab, lab) for lab in th.join_labels), *match)
+    sel = ",".join(f"{rec}=%q" for rec, _ in pairs)
+    args = " ".join(f"$labels.{alert}" for _, alert in pairs)
+    w = th.window_minutes
+    with_text, without_text = texts or (TEXT_WITH_VALUE[kind], TEXT_WITHOUT_VALUE[kind])
+    with_value = with_text.format(value=VALUE_T, culprit=culprit_t, w=w)
+    without = without_text.format(culprit=culprit_t, w=w)
+    return (
+        f'{{{{ with printf "{record}{{{sel}}}" {args} | query }}}}'
+        f"{with_value}{{{{ else }}}}{without}{{{{ end }}}}"
+    )
+
+
+def remediations(th: Thresholds) -> dict[Kind, str]:
+    """Each finding's remediation, by kind."""
+    w = f"{th.window_minutes}m"
+    mem = _remediation_t(th, Kind.MEMORY_PRESSURE, R_FIX_MEM_REQUEST, "culprit_", MEM_CULPRIT_T)
+    node_short = R_FIX_NODE_CPU.format(w=w)
+    contended = Kind.CPU_CONTENDED
+    return {
+        Kind.CPU_THROTTLED: _remediation_t(th, Kind.CPU_THROTTLED, R_FIX_CPU_LIMIT.format(w=w), ""),
+        # a workload culprit's alert carries culprit_workload, a container's never does
+        Kind.NOISY_NEIGHBOR: (
+            "{{ if $labels.culprit_workload }}"
+            + _remediation_t(
+                th,
+                Kind.NOISY_NEIGHBOR,
+                R_FIX_WL_REQUEST.format(w=w),
+                "culprit_",
+                "{{ $labels.culprit }}",
+                TEXT_WORKLOAD_CULPRIT,
+                tuple((lab, lab) for lab in WORKLOAD_LABELS),
+            )
+            + "{{ else }}"
+            + _remediation_t(
+                th,
+                Kind.NOISY_NEIGHBOR,
+                R_FIX_CPU_REQUEST.format(w=w),
+                "culprit_",
+                "{{ $labels.culprit }}",
+            )
+            + "{{ end }}"
+        ),
+        # under sustained steal the sentence points at the VM's host first
+        Kind.CPU_CONTENDED: node_with_t(
+            th,
+            R_STEAL_SUSTAINED,
+            _remediation_t(th, contended, node_short, None, texts=TEXT_UNDER_STEAL[contended]),
+            _remediation_t(th, contended, node_short, None),
+        ),
+        Kind.MEMORY_PRESSURE: (
+            "{{ if or $labels.culprit_pod $labels.culprit_cgroup }}"
+            f"{mem}{{{{ else }}}}{TEXT_WITHOUT_VALUE[Kind.MEMORY_PRESSURE]}{{{{ end }}}}"
+        ),
+        Kind.MEMORY_LIMIT_THRASH: _remediation_t(th, Kind.MEMORY_LIMIT_THRASH, R_FIX_MEM_LIMIT, ""),
+        # no number: the fix is another host, which the node's figures cannot size
+        Kind.CPU_STEAL: REMEDIATION[Kind.CPU_STEAL],
+    }
