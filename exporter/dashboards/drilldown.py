@@ -98,7 +98,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
                     ref="used",
                 ),
                 T(
-                    named(sel("contention_cpu_request_cores", c)),
+                    named(sel(pq.CPU_REQUEST, c)),
                     f"{VICTIM} request",
                     ref="request",
                 ),
@@ -185,7 +185,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
 
     # -- run queue ------------------------------------------------------------------
     d = d.with_row(row(ids, "Run queue (scheduler probe)"))
-    bucket = sel("contention_runqueue_latency_seconds_bucket", c)
+    bucket = sel(pq.RUNQ_BUCKET, c)
     d = d.with_panel(
         heatmap.Panel()
         .id(ids())
@@ -311,7 +311,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             h=10,
         )
     )
-    edges = named_culprit(named(sel("contention_blame_share", c)))
+    edges = named_culprit(named(sel(pq.BLAME_SHARE, c)))
     edges = f'label_replace({edges}, "source", "$1", "victim", "(.*)")'
     edges = f'label_join({edges}, "id", " -> ", "source", "target")'
     edges = f'label_replace({edges}, "detail__culprit_kind", "$1", "culprit_kind", "(.*)")'
@@ -356,12 +356,12 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             "bytes",
             [
                 T(
-                    named(sel("contention_memory_working_set_bytes", c)),
+                    named(sel(pq.WORKING_SET, c)),
                     f"{VICTIM} working set",
                     ref="ws",
                 ),
                 T(
-                    named(sel("contention_memory_request_bytes", c)),
+                    named(sel(pq.MEM_REQUEST, c)),
                     f"{VICTIM} request",
                     ref="request",
                 ),
@@ -381,7 +381,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             "percentunit",
             [
                 T(
-                    named(f"{rate('contention_memory_pressure_waiting_seconds_total', '1m', c)}"),
+                    named(rate(pq.MEM_SOME, "1m", c)),
                     VICTIM,
                 )
             ],
@@ -399,7 +399,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             "percentunit",
             [
                 T(
-                    named(f"{rate('contention_memory_pressure_stalled_seconds_total', '1m', c)}"),
+                    named(rate(pq.MEM_FULL, "1m", c)),
                     VICTIM,
                 )
             ],
@@ -407,7 +407,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             lines=[(th.critical_mem_full, RED)],
         )
     )
-    limit_events = sel("contention_memory_events_total", c, 'event=~"high|max|oom|oom_kill"')
+    limit_events = sel(pq.MEM_EVENTS, c, 'event=~"high|max|oom|oom_kill"')
     d = d.with_panel(
         ts(
             ids,
@@ -452,7 +452,7 @@ def build_drilldown(th: Thresholds) -> db.Dashboard:
             "percentunit",
             [
                 T(
-                    rate("contention_node_memory_pressure_waiting_seconds_total", "1m", q.node),
+                    rate(pq.NODE_MEM_SOME, "1m", q.node),
                     f"{{{{{q.node_label}}}}}",
                 )
             ],

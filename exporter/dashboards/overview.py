@@ -48,12 +48,12 @@ def build_overview(th: Thresholds) -> db.Dashboard:
     # -- gauges ---------------------------------------------------------------------
     d = d.with_row(row(ids, "Every container against its entitlement"))
     cpu_ratio = named(
-        f"{rate('contention_cpu_usage_seconds_total', RATE, o)}"
-        f" / ignoring(basis) group_left(basis) {sel('contention_cpu_entitlement_cores', o)}"
+        f"{rate(pq.USAGE, RATE, o)}"
+        f" / ignoring(basis) group_left(basis) {sel(pq.CPU_ENTITLEMENT, o)}"
     )
     mem_ratio = named(
-        f"{sel('contention_memory_working_set_bytes', o)}"
-        f" / ignoring(basis) group_left(basis) {sel('contention_memory_entitlement_bytes', o)}"
+        f"{sel(pq.WORKING_SET, o)}"
+        f" / ignoring(basis) group_left(basis) {sel(pq.MEM_ENTITLEMENT, o)}"
     )
     usage_steps = [(0.8, ORANGE), (1.0, RED)]
     d = d.with_panel(
@@ -222,12 +222,11 @@ def build_overview(th: Thresholds) -> db.Dashboard:
             "(the container's own limit is too small).",
             "percentunit",
             [
-                T(
-                    rate(f"contention_node_memory_pressure_{kind}_seconds_total", RATE, n),
-                    f"{nl} memory {label}",
-                    ref=label,
+                T(rate(metric, RATE, n), f"{nl} memory {label}", ref=label)
+                for metric, label in (
+                    (pq.NODE_MEM_SOME, "some"),
+                    ("contention_node_memory_pressure_stalled_seconds_total", "full"),
                 )
-                for kind, label in (("waiting", "some"), ("stalled", "full"))
             ],
             w=6,
             lines=[(th.node_mem_stall_some, ORANGE)],
@@ -301,7 +300,7 @@ def build_overview(th: Thresholds) -> db.Dashboard:
             "CAP_PERFMON), the kernel's BTF and libbpf (or, for BCC, kernel headers and "
             "tracefs); docs/troubleshooting.md lists every reason.",
             "none",
-            [T(sel("contention_probe_loaded", n), "{{loader}} {{reason}}", instant=True)],
+            [T(sel(pq.PROBE_LOADED, n), "{{loader}} {{reason}}", instant=True)],
             mappings=[value_map({"1": ("loaded", GREEN), "0": ("not loaded", ORANGE)})],
         )
     )
@@ -314,7 +313,7 @@ def build_overview(th: Thresholds) -> db.Dashboard:
             "Display bands 20% / 50%. Red: attribution on this node is unreliable, treat "
             "culprit names with care and check the exporter log.",
             "percentunit",
-            [T(sel("contention_probe_unknown_blame_ratio", n), nl, instant=True)],
+            [T(sel(pq.UNKNOWN_BLAME, n), nl, instant=True)],
             [(0.2, ORANGE), (0.5, RED)],
         )
     )
@@ -328,7 +327,7 @@ def build_overview(th: Thresholds) -> db.Dashboard:
             "s",
             [
                 T(
-                    f"time() - {sel('contention_sampler_last_pass_timestamp_seconds', n)}",
+                    f"time() - {sel(pq.LAST_PASS, n)}",
                     nl,
                     instant=True,
                 )
@@ -345,7 +344,7 @@ def build_overview(th: Thresholds) -> db.Dashboard:
             "none",
             [
                 T(
-                    f"sum {q.by()} (1 - {sel('contention_collector_success', n)})",
+                    f"sum {q.by()} (1 - {sel(pq.COLLECTOR_SUCCESS, n)})",
                     nl,
                     instant=True,
                 )
@@ -414,7 +413,7 @@ def build_overview(th: Thresholds) -> db.Dashboard:
             "ops",
             [
                 T(
-                    f"{rate('contention_probe_map_update_failures_total', RATE, n)}",
+                    rate(pq.PROBE_MAP_FAILURES, RATE, n),
                     f"{nl} {{{{map}}}}",
                 )
             ],

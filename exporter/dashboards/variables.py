@@ -12,6 +12,7 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import dashboard as dm
 
+from .. import promql as pq
 from .panels import DS
 from .selectors import (
     V_CGROUP,
@@ -83,7 +84,7 @@ def namespace(q: Selectors) -> db.QueryVariable:
             V_NAMESPACE,
             "Namespace",
             "Kubernetes namespace. Empty in host mode: leave it on 'All' and pick a cgroup.",
-            f"label_values(contention_cgroup_info{{{q.node}}}, namespace)",
+            f"label_values({pq.CGROUP_INFO}{{{q.node}}}, namespace)",
         )
     )
 
@@ -94,7 +95,7 @@ def pod(q: Selectors) -> db.QueryVariable:
             V_POD,
             "Pod",
             "Kubernetes pod. Empty in host mode: leave it on 'All' and pick a cgroup.",
-            f'label_values(contention_cgroup_info{{{q.node}, namespace=~"${V_NAMESPACE}"}}, pod)',
+            f'label_values({pq.CGROUP_INFO}{{{q.node}, namespace=~"${V_NAMESPACE}"}}, pod)',
         )
     )
 
@@ -105,7 +106,7 @@ def container(q: Selectors) -> db.QueryVariable:
             V_CONTAINER,
             "Container",
             "Kubernetes container. Empty in host mode: leave it on 'All' and pick a cgroup.",
-            f'label_values(contention_cgroup_info{{{q.node}, namespace=~"${V_NAMESPACE}", '
+            f'label_values({pq.CGROUP_INFO}{{{q.node}, namespace=~"${V_NAMESPACE}", '
             f'pod=~"${V_POD}"}}, container)',
         )
     )
@@ -120,7 +121,7 @@ def cgroup(q: Selectors) -> db.QueryVariable:
             "path: the way to pick a systemd unit or docker container in host mode. A "
             "container named by Kubernetes (or the metadata file) is picked by "
             "namespace/pod/container instead; leave this on 'All'.",
-            f'label_values(contention_cgroup_info{{{q.node}, namespace=~"${V_NAMESPACE}", '
+            f'label_values({pq.CGROUP_INFO}{{{q.node}, namespace=~"${V_NAMESPACE}", '
             f'pod=~"${V_POD}", container=~"${V_CONTAINER}"}}, cgroup)',
         )
     )
