@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .identity import IDENTITY_LABELS
+
 # The exported series both read (docs/metrics.md).
 USAGE = "contention_cpu_usage_seconds_total"
 SAMPLED = "contention_sampled_seconds_total"
@@ -47,6 +49,11 @@ LAST_PASS = "contention_sampler_last_pass_timestamp_seconds"
 COLLECTOR_SUCCESS = "contention_collector_success"
 PROBE_MAP_FAILURES = "contention_probe_map_update_failures_total"
 UNKNOWN_BLAME = "contention_probe_unknown_blame_ratio"
+
+# A culprit's identity labels on the blame series: its own series' labels, prefixed.
+CULPRIT_IDENTITY = tuple(f"culprit_{lab}" for lab in IDENTITY_LABELS)
+# What names a workload culprit (contention_workload_blame_share).
+WORKLOAD_CULPRIT_LABELS = ("culprit_namespace", "culprit_workload")
 
 
 def num(x: float) -> str:

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from .. import promql as pq
 from ..findings.thresholds import Thresholds
-from ..identity import IDENTITY_LABELS
 from ..probe.culprit import CULPRIT_LABELS
 
 # Grafana's rate window: at least four scrape intervals, grows with the zoom level.
@@ -40,8 +39,6 @@ CLUSTER_LABEL = "cluster"
 
 # Labels that only the finding / blame series carry, ignored when they meet victim series.
 FINDING_ONLY_LABELS = ("kind", "severity", *CULPRIT_LABELS)
-# A culprit's identity labels on blame and finding series (its own series' labels).
-CULPRIT_IDENTITY = tuple(f"culprit_{lab}" for lab in IDENTITY_LABELS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,11 +10,10 @@ from grafana_foundation_sdk.models import prometheus as pm
 
 from .. import promql as pq
 from ..identity import IDENTITY_LABELS
-from ..promql import rate, sel
+from ..promql import CULPRIT_IDENTITY, WORKLOAD_CULPRIT_LABELS, rate, sel
 from . import variables as v
 from .panels import BLUE, ORANGE, RED, Ids, T, grid, prop, thresholds, transform, value_map
 from .selectors import (
-    CULPRIT_IDENTITY,
     V_CGROUP,
     V_CLUSTER,
     V_CONTAINER,
@@ -118,7 +117,7 @@ def findings_table(ids: Ids, q: Selectors, matchers: str, title: str, *, h: int 
     on_pair = q.on(*IDENTITY_LABELS, *CULPRIT_IDENTITY)
     pair = named(f"{nn} * {on_pair} group_left() max {by_pair} ({blame})")
     # a workload culprit's share: its containers together (contention_workload_blame_share)
-    wl_labels = (*IDENTITY_LABELS, "culprit_namespace", "culprit_workload")
+    wl_labels = (*IDENTITY_LABELS, *WORKLOAD_CULPRIT_LABELS)
     wl_blame = sel(pq.WORKLOAD_BLAME_SHARE, matchers)
     wl = named(f"{nn} * {q.on(*wl_labels)} group_left() max {q.by(*wl_labels)} ({wl_blame})")
     share = f"max {keep} (\n  {pair}\n  or\n  {wl}\n)"

@@ -9,7 +9,7 @@ from typing import Any
 from ..findings.model import CULPRIT_HYPERVISOR, Kind
 from ..findings.thresholds import Thresholds
 from ..identity import IDENTITY_LABELS
-from ..promql import num
+from ..promql import CULPRIT_IDENTITY, num
 from .alert import alerting_rule
 from .descriptions import descriptions
 from .records import (
@@ -28,7 +28,7 @@ from .records import (
     R_WORKLOAD_CULPRIT,
 )
 from .remediations import remediations
-from .terms import CULPRIT_IDENTITY, RuleTerms
+from .terms import RuleTerms
 
 ALERT_NAMES = {
     Kind.CPU_THROTTLED: "ContentionCPUThrottled",

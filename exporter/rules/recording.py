@@ -37,7 +37,7 @@ from ..findings.model import NAMEABLE_CULPRIT_KINDS
 from ..findings.remediation import MIB, MILLI, PAGE_BYTES, ROUNDING_SLACK
 from ..findings.thresholds import Thresholds
 from ..identity import IDENTITY_LABELS
-from ..promql import num
+from ..promql import CULPRIT_IDENTITY, WORKLOAD_CULPRIT_LABELS, num
 from .records import (
     R_BLAME_CULPRIT,
     R_CPU_BOTH,
@@ -82,7 +82,7 @@ from .records import (
     R_WL_USAGE,
     R_WORKLOAD_CULPRIT,
 )
-from .terms import CULPRIT_IDENTITY, WORKLOAD_LABELS, RuleTerms, flag, with_culprit_labels
+from .terms import RuleTerms, flag, with_culprit_labels
 
 Rule = dict[str, Any]
 
@@ -228,7 +228,7 @@ def workload_culprit_rules(q: RuleTerms) -> list[Rule]:
             R_WORKLOAD_CULPRIT,
             f"({q.select(pq.WORKLOAD_BLAME_SHARE)} >= {num(q.th.blame_share)})\n"
             # inside the sum of its running containers' requests: entitled to the CPU
-            f"unless {q.on(*WORKLOAD_LABELS)}\n"
+            f"unless {q.on(*WORKLOAD_CULPRIT_LABELS)}\n"
             f"(\n  ({usage} <= {R_WL_REQUEST})\n  and ({R_WL_REQUEST} > 0)\n)",
         ),
     ]

@@ -13,6 +13,7 @@ from ..findings.remediation import (
 )
 from ..findings.thresholds import Thresholds
 from ..identity import IDENTITY_LABELS
+from ..promql import WORKLOAD_CULPRIT_LABELS
 from .records import (
     R_FIX_CPU_LIMIT,
     R_FIX_CPU_REQUEST,
@@ -23,7 +24,6 @@ from .records import (
     R_STEAL_SUSTAINED,
 )
 from .templates import MEM_CULPRIT_T, node_with_t
-from .terms import WORKLOAD_LABELS
 
 VALUE_T = '{{ . | first | value | printf "%.0f" }}'
 
@@ -77,7 +77,7 @@ def remediations(th: Thresholds) -> dict[Kind, str]:
                 "culprit_",
                 "{{ $labels.culprit }}",
                 TEXT_WORKLOAD_CULPRIT,
-                tuple((lab, lab) for lab in WORKLOAD_LABELS),
+                tuple((lab, lab) for lab in WORKLOAD_CULPRIT_LABELS),
             )
             + "{{ else }}"
             + _remediation_t(

@@ -19,11 +19,6 @@ from .records import R_LIMIT_HITS_1M, R_MEM_STALLED_1M, R_RUNQ_SLOW_1M
 
 INF_SEL = 'le="+Inf"'
 
-# A culprit's identity labels on blame series: its own series' labels, prefixed.
-CULPRIT_IDENTITY = tuple(f"culprit_{lab}" for lab in IDENTITY_LABELS)
-# What names a workload culprit (contention_workload_blame_share).
-WORKLOAD_LABELS = ("culprit_namespace", "culprit_workload")
-
 
 @dataclass(frozen=True, slots=True)
 class RuleTerms:
@@ -116,7 +111,7 @@ class RuleTerms:
             f'label_replace(\n  label_replace(\n  {owned},\n  "culprit_workload", "$1", '
             f'"workload", "(.+)"),\n  "culprit_namespace", "$1", "namespace", "(.*)")'
         )
-        return f"sum {self.by(*WORKLOAD_LABELS)} (\n  {labelled}\n)"
+        return f"sum {self.by(*pq.WORKLOAD_CULPRIT_LABELS)} (\n  {labelled}\n)"
 
 
 def flag(expr: str) -> str:
