@@ -4,11 +4,11 @@ Two C programs in ``bpf/``, one design: ``sched_probe.bpf.c``, compiled once int
 CO-RE object ``sched_probe.bpf.o`` that libbpf loads against the kernel's BTF (``core``,
 through the ctypes binding in ``libbpf``), and ``sched_probe.c``, which BCC compiles on
 the node (``bcc``, the fallback). This package picks a loader (``select``), loads it
-(``loader``, ``config``), decodes, reads and diffs the maps (``decode``, ``diff``,
-``model``), does the histogram maths (``histogram``), names culprits (``culprit``),
-splits a victim's wait among them (``blame``) and folds each pass's deltas into the
-window (``fold``). Plain data only: ``exporter.exposition.probe`` turns it into
-Prometheus families.
+(``loader``, ``config``), reads and edits the maps the same way for both loaders
+(``kernel_maps``), decodes and diffs them (``decode``, ``diff``, ``model``), does the
+histogram maths (``histogram``), names culprits (``culprit``), splits a victim's wait
+among them (``blame``) and folds each pass's deltas into the window (``fold``). Plain
+data only: ``exporter.exposition.probe`` turns it into Prometheus families.
 """
 
 from .blame import DEFAULT_TOP_K, BlameShare, blame_shares, unknown_blame_ratio

@@ -5,7 +5,6 @@ pruning, totals) the same way for both.
 
 from __future__ import annotations
 
-import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,41 +84,6 @@ class ProbeLoadError(Exception):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
-
-
-class TrackedSlots:
-    """Which histogram slot each tracked victim has (userspace assigns them; the kernel
-    reads them from the ``tracked`` map), and the tracked-set generation the kernel's
-    per-pid caches are checked against. One per loaded probe."""
-
-    MAX_GEN = 0xFFFFFFFE  # 0xFFFFFFFF marks an invalid cache entry in the kernel
-
-    def __init__(self, capacity: int) -> None:
-        self.slot: dict[int, int] = {}  # victim cgroup id -> slot
-        self._free = list(range(capacity - 1, -1, -1))
-        self.gen = 1
-
-    def assign(self, cgroup_id: int) -> int:
-        if cgroup_id in self.slot:
-            return self.slot[cgroup_id]
-        if not self._free:
-            raise OSError(errno.ENOSPC, "every histogram slot is taken (max_cgroups)")
-        s = self._free.pop()
-        self.slot[cgroup_id] = s
-        return s
-
-    def release(self, cgroup_id: int) -> None:
-        s = self.slot.pop(cgroup_id, None)
-        if s is not None:
-            self._free.append(s)
-
-    def next_gen(self) -> int:
-        self.gen = self.gen + 1 if self.gen < self.MAX_GEN else 1
-        return self.gen
-
-    def owned(self, slot: int, owner: int) -> bool:
-        """The kernel's slot holds the histogram of a victim tracked now."""
-        return owner != 0 and self.slot.get(owner) == slot
 
 
 class ProbeMaps(Protocol):

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .backend import ProbeKnobs, ProbeLoadError, TrackedSlots, find_bpf_file, possible_cpus
-from .decode import U32, U64, blame_item, pid_value, runq_initial, runq_value, sum_stats
+from .backend import ProbeKnobs, ProbeLoadError, find_bpf_file, possible_cpus
+from .kernel_maps import KernelMaps
 from .status import (
     REASON_ATTACH_ERROR,
     REASON_COMPILE_ERROR,
@@ -87,104 +87,62 @@ def _error_lines(lines: list[str], limit: int = 6) -> str:
     return " | ".join(keep[-limit:])
 
 
-def _raw(x: Any) -> bytes:
-    """A BCC key or leaf as the bytes the kernel holds (scalar keys may come back as
-    Python ints from batch lookups)."""
-    if isinstance(x, int):
-        return U64.pack(x)
-    return bytes(x)
+def _raw(ctype: Any, x: Any) -> bytes:
+    """A BCC key or leaf as the bytes the kernel holds (batch lookups hand scalars back
+    as Python ints: ``ctype`` is the table's Key or Leaf type)."""
+    return bytes(ctype(x)) if isinstance(x, int) else bytes(x)
 
 
-def _raw32(x: Any) -> bytes:
-    """An array index (a BCC c_int key or a Python int)."""
-    if isinstance(x, int):
-        return U32.pack(x)
-    return bytes(x)
-
-
-class BccMaps:
-    """The loaded BCC probe (a ``bcc.BPF``) behind the loader-neutral interface."""
+class BccMaps(KernelMaps):
+    """The loaded BCC probe (a ``bcc.BPF``): its maps through BCC's tables."""
 
     loader = "bcc"
 
     def __init__(self, bpf: Any, knobs: ProbeKnobs, detail: str) -> None:
+        super().__init__(knobs, detail)
         self._bpf = bpf
-        self._nslots = len(knobs.bounds_s) + 1
-        self._slots = TrackedSlots(knobs.max_cgroups)
-        self._max_pids = knobs.max_pids
-        self.detail = detail
         self.batch_ok = True
 
     def _table(self, name: str) -> Any:
         return self._bpf[name.encode()]
 
-    def _items(self, table: Any) -> Iterable[tuple[Any, Any]]:
-        if self.batch_ok:
-            try:
-                return list(table.items_lookup_batch())
-            except Exception as e:
-                log.info("batch map lookup unavailable (%s); iterating keys", e)
-                self.batch_ok = False
-        return list(table.items())
-
-    def _bump_gen(self) -> None:
-        g = self._table("tracked_gen")
-        g[g.Key(0)] = g.Leaf(self._slots.next_gen())
-
-    def track(self, cgroup_id: int) -> None:
-        # The slot gets its owner (and zero counts) before the victim becomes visible.
-        slot = self._slots.assign(cgroup_id)
-        t, runq = self._table("tracked"), self._table("runq")
+    def _lookup(self, name: str, key: bytes) -> bytes | None:
+        t = self._table(name)
         try:
-            runq[runq.Key(slot)] = runq.Leaf.from_buffer_copy(runq_initial(cgroup_id))
-            t[t.Key(cgroup_id)] = t.Leaf(slot)
-        except Exception as e:  # BCC raises a bare Exception when the map is full
-            self._slots.release(cgroup_id)
-            raise OSError(f"tracked: {e}") from None
-        self._bump_gen()
-
-    def untrack(self, cgroup_id: int) -> None:
-        t = self._table("tracked")
-        with contextlib.suppress(KeyError):
-            del t[t.Key(cgroup_id)]
-        self._slots.release(cgroup_id)
-        self._bump_gen()
-
-    def read_runq(self) -> dict[int, tuple[int, ...]]:
-        out = {}
-        for k, v in self._items(self._table("runq")):
-            owner, values = runq_value(_raw(v), self._nslots)
-            if self._slots.owned(U32.unpack(_raw32(k))[0], owner):
-                out[owner] = values
-        return out
-
-    def read_blame(self) -> dict[tuple[int, int], tuple[int, ...]]:
-        return dict(blame_item(_raw(k), _raw(v)) for k, v in self._items(self._table("blame")))
-
-    def read_stats(self) -> tuple[int, ...]:
-        per_cpu = self._table("cpu_stats")[ct.c_int(0)]
-        return sum_stats(_raw(cpu) for cpu in per_cpu)
-
-    def delete_runq(self, victim: int) -> bool:
-        # A victim's slot is released when it is untracked; its counts stay in the
-        # kernel until the slot is reassigned (and are not read meanwhile).
-        return victim not in self._slots.slot
-
-    def read_pid(self, pid: int) -> tuple[int, ...] | None:
-        """One pid's entry (diagnostics and tests)."""
-        t = self._table("pid_direct" if pid < self._max_pids else "pid_hashed")
-        try:
-            return pid_value(_raw(t[t.Key(pid)]))
+            return _raw(t.Leaf, t[t.Key.from_buffer_copy(key)])
         except KeyError:
             return None
 
-    def delete_blame(self, victim: int, culprit: int) -> bool:
-        t = self._table("blame")
+    def _update(self, name: str, key: bytes, value: bytes) -> None:
+        t = self._table(name)
         try:
-            del t[t.Key(victim, culprit)]
+            t[t.Key.from_buffer_copy(key)] = t.Leaf.from_buffer_copy(value)
+        except Exception as e:  # BCC raises a bare Exception when the map is full
+            raise OSError(f"{name}: {e}") from None
+
+    def _delete(self, name: str, key: bytes) -> bool:
+        t = self._table(name)
+        try:
+            del t[t.Key.from_buffer_copy(key)]
         except KeyError:
             return False
         return True
+
+    def _items(self, name: str) -> list[tuple[bytes, bytes]]:
+        t = self._table(name)
+        items: Iterable[tuple[Any, Any]] | None = None
+        if self.batch_ok:
+            try:
+                items = list(t.items_lookup_batch())
+            except Exception as e:
+                log.info("batch map lookup unavailable (%s); iterating keys", e)
+                self.batch_ok = False
+        if items is None:
+            items = list(t.items())
+        return [(_raw(t.Key, k), _raw(t.Leaf, v)) for k, v in items]
+
+    def _per_cpu_stats(self) -> list[bytes]:
+        return [bytes(cpu) for cpu in self._table("cpu_stats")[ct.c_int(0)]]
 
     def program_fds(self) -> dict[str, int]:
         funcs = getattr(self._bpf, "funcs", {})

@@ -13,7 +13,7 @@ import errno
 import os
 from pathlib import Path
 
-from .backend import ProbeKnobs, ProbeLoadError, TrackedSlots, find_bpf_file
+from .backend import ProbeKnobs, ProbeLoadError, find_bpf_file
 from .decode import (
     BLAME_KEY,
     BLAME_VALUE,
@@ -22,14 +22,10 @@ from .decode import (
     RUNQ_VALUE,
     U32,
     U64,
-    blame_item,
     pack_knobs,
-    pid_value,
-    runq_initial,
-    runq_value,
     split_per_cpu,
-    sum_stats,
 )
+from .kernel_maps import KernelMaps
 from .libbpf import (
     BpfObject,
     Libbpf,
@@ -83,74 +79,46 @@ def _libbpf_summary(msgs: list[str], limit: int = 4) -> str:
     return " | ".join(keep[-limit:])
 
 
-class CoreMaps:
+class CoreMaps(KernelMaps):
     """The loaded CO-RE probe: attached programs and its maps by file descriptor."""
 
     loader = "core"
 
     def __init__(self, obj: BpfObject, knobs: ProbeKnobs, detail: str) -> None:
+        super().__init__(knobs, detail)
         self._obj = obj
-        self._knobs = knobs
-        self.detail = detail
         bpf = obj.bpf
         self._ncpu = bpf.possible_cpus()
-        self._nslots = len(knobs.bounds_s) + 1
-        self._slots = TrackedSlots(knobs.max_cgroups)
-        self._tracked = MapFd(bpf, obj.map_fd("tracked"), U64.size, U32.size)
-        self._gen = MapFd(bpf, obj.map_fd("tracked_gen"), U32.size, U32.size)
-        self._runq = MapFd(bpf, obj.map_fd("runq"), U32.size, RUNQ_VALUE.size)
-        self._blame = MapFd(bpf, obj.map_fd("blame"), BLAME_KEY.size, BLAME_VALUE.size)
-        step = (CPU_STATS.size + 7) & ~7
-        self._cpu = MapFd(bpf, obj.map_fd("cpu_stats"), 4, step * self._ncpu)
+        per_cpu = ((CPU_STATS.size + 7) & ~7) * self._ncpu  # one copy per possible CPU
+        sizes = {
+            "tracked": (U64.size, U32.size),
+            "tracked_gen": (U32.size, U32.size),
+            "runq": (U32.size, RUNQ_VALUE.size),
+            "blame": (BLAME_KEY.size, BLAME_VALUE.size),
+            "cpu_stats": (U32.size, per_cpu),
+            "pid_direct": (U32.size, PID_STATE.size),
+            "pid_hashed": (U32.size, PID_STATE.size),
+        }
+        self._maps = {n: MapFd(bpf, obj.map_fd(n), k, v) for n, (k, v) in sizes.items()}
         self._fds = {tp: obj.program_fd(prog) for tp, prog in PROGRAMS.items()}
 
-    def track(self, cgroup_id: int) -> None:
-        # The slot gets its owner (and zero counts) before the victim becomes visible.
-        slot = self._slots.assign(cgroup_id)
-        try:
-            self._runq.update(U32.pack(slot), runq_initial(cgroup_id))
-            self._tracked.update(U64.pack(cgroup_id), U32.pack(slot))
-        except OSError:
-            self._slots.release(cgroup_id)
-            raise
-        self._gen.update(U32.pack(0), U32.pack(self._slots.next_gen()))
+    def _lookup(self, name: str, key: bytes) -> bytes | None:
+        return self._maps[name].lookup(key)
 
-    def untrack(self, cgroup_id: int) -> None:
-        self._tracked.delete(U64.pack(cgroup_id))
-        self._slots.release(cgroup_id)
-        self._gen.update(U32.pack(0), U32.pack(self._slots.next_gen()))
+    def _update(self, name: str, key: bytes, value: bytes) -> None:
+        self._maps[name].update(key, value)
 
-    def read_runq(self) -> dict[int, tuple[int, ...]]:
-        out = {}
-        for k, v in self._runq.items():
-            owner, values = runq_value(v, self._nslots)
-            if self._slots.owned(U32.unpack(k)[0], owner):
-                out[owner] = values
-        return out
+    def _delete(self, name: str, key: bytes) -> bool:
+        return self._maps[name].delete(key)
 
-    def read_blame(self) -> dict[tuple[int, int], tuple[int, ...]]:
-        return dict(blame_item(k, v) for k, v in self._blame.items())
+    def _items(self, name: str) -> list[tuple[bytes, bytes]]:
+        return self._maps[name].items()
 
-    def read_stats(self) -> tuple[int, ...]:
-        raw = self._cpu.lookup(U32.pack(0))
+    def _per_cpu_stats(self) -> list[bytes]:
+        raw = self._lookup("cpu_stats", U32.pack(0))
         if raw is None:
             raise LibbpfError("cpu_stats lookup", errno.ENOENT)
-        return sum_stats(split_per_cpu(raw, self._ncpu, CPU_STATS.size))
-
-    def delete_runq(self, victim: int) -> bool:
-        # A victim's slot is released when it is untracked; its counts stay in the
-        # kernel until the slot is reassigned (and are not read meanwhile).
-        return victim not in self._slots.slot
-
-    def read_pid(self, pid: int) -> tuple[int, ...] | None:
-        """One pid's entry (diagnostics and tests)."""
-        name = "pid_direct" if pid < self._knobs.max_pids else "pid_hashed"
-        m = MapFd(self._obj.bpf, self._obj.map_fd(name), U32.size, PID_STATE.size)
-        raw = m.lookup(U32.pack(pid))
-        return None if raw is None else pid_value(raw)
-
-    def delete_blame(self, victim: int, culprit: int) -> bool:
-        return self._blame.delete(BLAME_KEY.pack(victim, culprit))
+        return split_per_cpu(raw, self._ncpu, CPU_STATS.size)
 
     def program_fds(self) -> dict[str, int]:
         return dict(self._fds)

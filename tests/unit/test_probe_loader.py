@@ -303,7 +303,7 @@ def test_tracked_slots_assign_release_and_generation() -> None:
     """Victims get histogram slots; a released slot is reused for the next victim, whose
     histogram then belongs to it alone (``owned``); the generation never takes the
     kernel's 'invalid cache' value."""
-    from exporter.probe.backend import TrackedSlots
+    from exporter.probe.kernel_maps import TrackedSlots
 
     t = TrackedSlots(2)
     a, b = t.assign(100), t.assign(200)
