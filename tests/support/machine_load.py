@@ -5,8 +5,9 @@ work on the machine (another test suite, a build, an editor's indexer) competes 
 test's workloads and can change what the kernel and the probe see. When such a test
 fails, :func:`LoadWindow.note` says how busy the machine was outside the test: the CPU
 the whole node used (``/proc/stat``), the part used by the test's own processes (the
-pytest process and every descendant: lab workers, the exporter, Prometheus), by its own
-lab cgroups (``contention-test-*``) and by kernel threads, and the busiest processes
+pytest process and every descendant: the exporter, Prometheus; and every process in its
+lab cgroups, ``contention-test-*``, which lab workers join however they were started),
+by those lab cgroups alone and by kernel threads, and the busiest processes
 outside it. A failure that says "3.1 cores outside this test" asks for a rerun on a quiet
 machine, not a debugging session.
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from labs.scenarios import node_busy_seconds
 
@@ -33,8 +34,10 @@ class Proc:
     pid: int
     ppid: int
     comm: str
-    cpu_s: float  # utime + stime, and for a waited-for child's parent cutime + cstime
+    cpu_s: float  # utime + stime
+    children_s: float  # cutime + cstime: the children it waited for
     kernel_thread: bool
+    in_lab: bool  # in a lab cgroup (contention-test-*): the test's, wherever it was forked
 
 
 def _ticks() -> float:
@@ -61,7 +64,7 @@ def parse_stat(text: str) -> tuple[int, str, int, float, int] | None:
 PF_KTHREAD = 0x00200000
 
 
-def processes(procfs: str = "/proc") -> dict[int, Proc]:
+def processes(procfs: str = "/proc", lab_prefix: str = "contention-test-") -> dict[int, Proc]:
     """Every process's CPU so far; a process that vanishes while read is left out."""
     out: dict[int, Proc] = {}
     tick = _ticks()
@@ -71,13 +74,15 @@ def processes(procfs: str = "/proc") -> dict[int, Proc]:
         try:
             with open(os.path.join(procfs, name, "stat")) as f:
                 parsed = parse_stat(f.read())
+            with open(os.path.join(procfs, name, "cgroup")) as f:
+                in_lab = f"/{lab_prefix}" in f.read()
         except OSError:
             continue
         if parsed is None:
             continue
         ppid, comm, own, children, flags = parsed
         out[int(name)] = Proc(
-            int(name), ppid, comm, (own + children) / tick, bool(flags & PF_KTHREAD)
+            int(name), ppid, comm, own / tick, children / tick, bool(flags & PF_KTHREAD), in_lab
         )
     return out
 
@@ -155,16 +160,24 @@ class LoadWindow:
         procs1 = processes(self.procfs)
         node = (node_busy_seconds(self.procfs) - self.busy0) / dt
         mine = descendants(self.root_pid, procs1) | descendants(self.root_pid, self.procs0)
+        mine |= {p.pid for p in procs1.values() if p.in_lab}
 
-        def used(pid: int) -> float:
+        def used(pid: int, reaped: bool = False) -> float:
+            """CPU per second over the window; with ``reaped`` also its waited-for
+            children's (the test's processes reap their own workers; init's reaped
+            orphans say nothing about who used the CPU)."""
             now = procs1.get(pid)
             if now is None:
                 return 0.0
             before = self.procs0.get(pid)
-            start = before.cpu_s if before is not None and before.comm == now.comm else 0.0
-            return max(0.0, now.cpu_s - start) / dt
+            if before is None or before.comm != now.comm:  # new, or the pid reused
+                before = replace(now, cpu_s=0.0, children_s=0.0)
+            total = now.cpu_s - before.cpu_s
+            if reaped:
+                total += now.children_s - before.children_s
+            return max(0.0, total) / dt
 
-        own = sum(used(p) for p in mine)
+        own = sum(used(p, reaped=True) for p in mine)
         kthreads = sum(used(p.pid) for p in procs1.values() if p.kernel_thread)
         others = sorted(
             (

@@ -28,11 +28,14 @@ def _write(proc: Path, node_busy_ticks: int, procs: list[tuple[int, str, int, in
     (proc / "stat").write_text(f"cpu  {node_busy_ticks} 0 0 1000000 0 0 0 0 0 0\n")
     for d in proc.iterdir():
         if d.is_dir():
-            (d / "stat").unlink()
+            for f in d.iterdir():
+                f.unlink()
             d.rmdir()
     for pid, comm, ppid, ticks, kthread in procs:
         (proc / str(pid)).mkdir()
         (proc / str(pid) / "stat").write_text(_stat_line(pid, comm, ppid, ticks, kthread))
+        cgroup = "/contention-test-lab/a" if comm.startswith("lab-") else "/user.slice"
+        (proc / str(pid) / "cgroup").write_text(f"0::{cgroup}\n")
 
 
 def test_parse_stat_takes_comm_up_to_the_last_parenthesis() -> None:
@@ -60,17 +63,24 @@ def test_busy_outside_is_said_and_names_the_busiest(
     _write(
         proc,
         0,
-        [(10, "pytest", 1, 0, False), (11, "worker", 10, 0, False), (30, "mypy", 1, 0, False)],
+        [
+            (10, "pytest", 1, 0, False),
+            (11, "worker", 10, 0, False),
+            (30, "mypy", 1, 0, False),
+            (31, "lab-busy", 1, 0, False),
+        ],
     )
     window = LoadWindow(procfs=str(proc), root_pid=10, cgroup_roots=(str(tmp_path / "none"),))
-    # Over 10 s: the node used 25 CPU-seconds; the test 10 (its worker), a kernel
-    # thread 1, mypy 12; the 2 unaccounted are a process that came and went.
+    # Over 10 s: the node used 30 CPU-seconds; the test 15 (its worker 10, a lab
+    # process re-parented to init 5), a kernel thread 1, mypy 12; the 2 unaccounted
+    # are a process that came and went.
     _write(
         proc,
-        25 * TCK,
+        30 * TCK,
         [
             (10, "pytest", 1, 0, False),
             (11, "worker", 10, 10 * TCK, False),
+            (31, "lab-busy", 1, 5 * TCK, False),
             (30, "mypy", 1, 12 * TCK, False),
             (40, "kworker/0:1", 2, 1 * TCK, True),
         ],
@@ -78,7 +88,7 @@ def test_busy_outside_is_said_and_names_the_busiest(
     busy, text = window.note()
     assert busy
     assert text.startswith("NOTE: the machine was busy outside this test: 1.40 cores")
-    assert "this test's processes 1.00" in text and "kernel threads 0.10" in text
+    assert "this test's processes 1.50" in text and "kernel threads 0.10" in text
     assert "busiest outside: mypy (pid 30) 1.20" in text
 
 
