@@ -520,13 +520,16 @@ class LabRun:
 
     ``seconds`` bounds every workload (they end by themselves then, even if this
     process dies). ``metadata`` is the file the exporter was started with; ``None``
-    runs the lab without telling anyone its requests (kernel-side only).
+    runs the lab without telling anyone its requests (kernel-side only). ``cpu`` pins
+    every workload to that CPU (default: a ``one_cpu`` lab's :func:`lab_cpu`, others
+    unpinned), so that two labs can run at once, each with a CPU of its own.
     """
 
     lab: Lab
     seconds: float
     metadata: MetadataFile | None = None
     layout: LabLayout | None = None
+    cpu: int | None = None
     cgroups: dict[str, LabCgroup] = field(default_factory=dict)
     parent: LabCgroup | None = None
     started_at: float | None = None  # time.time() when the workloads started
@@ -565,8 +568,8 @@ class LabRun:
                     )
                 else:
                     continue
-                if self.lab.one_cpu:
-                    _pin([w.pid, *w.children], lab_cpu())
+                if self.pinned_to is not None:
+                    _pin([w.pid, *w.children], self.pinned_to)
             self.started_at = time.time()
             self._start_counters = {r: _counters(cg) for r, cg in self.cgroups.items()}
             self._node_start = (time.monotonic(), node_busy_seconds())
@@ -574,6 +577,12 @@ class LabRun:
             self.stop()
             raise
         return self
+
+    @property
+    def pinned_to(self) -> int | None:
+        if self.cpu is not None:
+            return self.cpu
+        return lab_cpu() if self.lab.one_cpu else None
 
     def measure(self) -> dict[str, Measured]:
         """Kernel numbers per container since the workloads started (or until they

@@ -1,6 +1,6 @@
 """One alerting chain for the whole end-to-end session.
 
-Started once (session scope) and shared by every lab, which run one after another:
+Started once (session scope) and shared by every lab (run in slots: tests/e2e/test_labs_e2e.py):
 
 * ``node`` exporter: the real exporter on this host, sampling every second, with the
   scheduler probe, the labs' short-window thresholds (``windowMinutes: 2``,

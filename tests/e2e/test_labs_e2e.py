@@ -1,7 +1,8 @@
 """End to end on a real kernel: contention labs → exporter → Prometheus → rules →
 Alertmanager → webhook, plus the replayed labs (memory, CPU steal) through the same chain.
 
-For each real-kernel lab (run one after another on the shared chain of conftest.py):
+For each real-kernel lab (run on the shared chain of conftest.py in slots of two labs at
+once, each pinned to a CPU of its own: :data:`SLOTS`):
 
 * the **exact** alerts arrive at the webhook — name, severity, the victim's labels
   (``namespace``, ``pod``, ``container`` from the labs' metadata file, ``instance``,
@@ -28,6 +29,7 @@ import json
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -46,6 +48,7 @@ from labs.scenarios import (
     LabRun,
     finding_key,
     get_lab,
+    lab_cpu,
 )
 from tests.e2e.chain import ChainError, alert_key, alert_states, container_of, wait_until
 from tests.e2e.conftest import (
@@ -55,14 +58,28 @@ from tests.e2e.conftest import (
     RUNBOOK_URL,
     run_dashboards,
 )
+from tests.e2e.diagnose import DiagnoseRun, check_diagnose
 from tests.e2e.inhibit import check_inhibition
 
 pytestmark = [pytest.mark.e2e]
 
-LAB_ORDER = ("throttled", "throttled-with-neighbor", "noisy-neighbor", "weights", "contended")
+# Labs run in slots: the labs of a slot run at once, each pinned to a CPU of its own
+# (:func:`_slot_cpus`). Only ``throttled`` runs beside another lab: it uses 0.2 cores
+# of the first CPU, which leaves that CPU to the chain's own processes (the exporter,
+# Prometheus, pytest) as when a lab runs alone. Two labs that each fill a CPU leave the
+# host's own work nowhere else to run: it lands on the labs' CPUs, and a lab's
+# containers stall behind the root cgroup (seen: weights and noisy-neighbor paired,
+# and throttled-with-neighbor beside them, each got a noisy-neighbor finding naming
+# "kernel" while the machine ran half a core of other work).
+SLOTS: tuple[tuple[str, ...], ...] = (
+    ("throttled-with-neighbor", "throttled"),
+    ("noisy-neighbor",),
+    ("weights",),
+    ("contended",),
+)
+LAB_ORDER = tuple(n for slot in SLOTS for n in slot)
 MIN_LAB_SECONDS = 45.0  # every lab runs at least this long, so wrong alerts get their chance
 LAB_TIMEOUT = 200.0  # expected alerts and /findings must agree within this
-HOST_BUSY_CORES = 0.5  # above this, CPU used outside the lab is reported with a failure
 ALERT_OF = {str(k): v for k, v in ALERT_NAMES.items()}
 
 # Panels (title prefixes: titles name the window) whose result must show the lab's
@@ -236,167 +253,223 @@ def test_0_labs_run_on_the_core_probe(e2e: E2E) -> None:
     assert e2e.probe_loader == "core"
 
 
-@pytest.mark.kernel
-@pytest.mark.timeout(LAB_TIMEOUT + 150)
-@pytest.mark.parametrize("name", LAB_ORDER)
-def test_1_lab(e2e: E2E, name: str) -> None:
+@dataclass
+class LabCase:
+    """One lab of a slot: its run and what it must produce."""
+
+    name: str
+    lab: Lab
+    run: LabRun
+    want: list[dict[str, str]]
+    want_keys: set[tuple[str, str, str, str | None]]
+    want_findings: set[tuple[str, str, str | None, str]]
+    state: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def paths(self) -> set[str]:  # /findings rows carry the path
+        return _lab_paths(self.lab)
+
+    @property
+    def refs(self) -> set[str]:  # alerts and series carry the names
+        return _lab_refs(self.lab)
+
+
+def _start_case(e2e: E2E, name: str, cpu: int | None) -> LabCase:
     lab = get_lab(name)
-    needs_probe = any(x.culprit is not None for x in lab.expect) or name == "noisy-neighbor"
-    if needs_probe and not e2e.probe_loaded:
-        pytest.fail(f"the scheduler probe did not load ({e2e.probe_reason}): no blame")
-    paths = _lab_paths(lab)  # /findings rows carry the path
-    refs = _lab_refs(lab)  # alerts and series carry the names
-    webhook = e2e.chain.webhook
-    t0 = time.time()
-    run = LabRun(lab, seconds=LAB_TIMEOUT + 60, metadata=e2e.metadata, layout=e2e.layout)
+    run = LabRun(lab, seconds=LAB_TIMEOUT + 60, metadata=e2e.metadata, layout=e2e.layout, cpu=cpu)
     e2e.runs[name] = run  # removed in test_3 or, whatever happens, at session end
     run.start()
-    try:  # on any failure the workloads stop at once (the cgroups go at session end)
-        want = expected_alerts(e2e, lab, run)
-        want_keys = {_key_of(w) for w in want}
-        want_findings = {
-            (
-                e.kind,
-                lab.cgroup_path(e.victim),
-                None if e.culprit is None else lab.cgroup_path(e.culprit),
-                e.severity,
-            )
-            for e in lab.expect
-        }
-        state: dict[str, Any] = {}
+    want = expected_alerts(e2e, lab, run)
+    want_findings = {
+        (
+            e.kind,
+            lab.cgroup_path(e.victim),
+            None if e.culprit is None else lab.cgroup_path(e.culprit),
+            e.severity,
+        )
+        for e in lab.expect
+    }
+    return LabCase(name, lab, run, want, {_key_of(w) for w in want}, want_findings)
 
-        def agreed() -> bool:
-            notes = [n for n in webhook.snapshot() if _ours(n.labels, refs)]
-            states = alert_states([n for n in notes if n.received >= t0])
-            firing = [dict(k) for k, st in states.items() if st == "firing"]
-            prom = [a["labels"] for a in e2e.chain.firing_alerts() if _ours(a["labels"], refs)]
-            doc = _findings_doc(e2e)
-            rows = _lab_findings(doc, paths)
-            state.update(firing=firing, prom=prom, findings=rows, doc=doc)
-            got_prom = {_key_of(a) for a in prom}
-            got_hook = {_key_of(a) for a in firing}
-            got_findings = {finding_key(f) for f in rows}
-            # ... and Prometheus has scraped the exporter's contention_finding for them.
-            gauge = {
-                (r["metric"].get("kind"), container_of(r["metric"]))
-                for r in e2e.chain.query('contention_finding{job="node"}')
+
+def _case_agrees(e2e: E2E, c: LabCase, t0: float, doc: Mapping[str, Any], gauge: set[Any]) -> bool:
+    """The webhook, Prometheus and /findings hold exactly this lab's expected alerts and
+    findings (every label), and Prometheus has scraped its contention_finding."""
+    notes = [n for n in e2e.chain.webhook.snapshot() if _ours(n.labels, c.refs)]
+    states = alert_states([n for n in notes if n.received >= t0])
+    firing = [dict(k) for k, st in states.items() if st == "firing"]
+    prom = [a["labels"] for a in e2e.chain.firing_alerts() if _ours(a["labels"], c.refs)]
+    rows = _lab_findings(doc, c.paths)
+    c.state.update(firing=firing, prom=prom, findings=rows)
+    labels_ok = all(any(all(a.get(k) == v for k, v in w.items()) for a in firing) for w in c.want)
+    return (
+        {_key_of(a) for a in prom} == c.want_keys
+        and {_key_of(a) for a in firing} == c.want_keys
+        and {finding_key(f) for f in rows} == c.want_findings
+        and {(e.kind, c.lab.ref(e.victim)) for e in c.lab.expect} <= gauge
+        and labels_ok
+    )
+
+
+def _await_slot(e2e: E2E, slot: str, cases: list[LabCase], t0: float) -> None:
+    def agreed() -> bool:
+        doc = _findings_doc(e2e)
+        gauge = {
+            (r["metric"].get("kind"), container_of(r["metric"]))
+            for r in e2e.chain.query('contention_finding{job="node"}')
+        }
+        every = [_case_agrees(e2e, c, t0, doc, gauge) for c in cases]  # each one's state
+        return time.time() - t0 >= MIN_LAB_SECONDS and all(every)
+
+    def detail() -> str:
+        return (
+            "\n".join(
+                f"--- lab {c.name} ---\n"
+                f"expected alerts: {json.dumps(c.want, indent=1)}\n"
+                f"firing at the webhook: {json.dumps(c.state.get('firing'), indent=1)}\n"
+                f"firing in Prometheus: {json.dumps(c.state.get('prom'), indent=1)}\n"
+                f"/findings: {json.dumps(c.state.get('findings'), indent=1)[:6000]}\n"
+                f"kernel: {json.dumps({r: m.as_dict() for r, m in c.run.measure().items()})}\n"
+                f"Prometheus: {json.dumps(_prom_numbers(e2e, c.lab))}"
+                for c in cases
+            )
+            + f"\n{e2e.chain.logs()}"
+        )
+
+    try:
+        wait_until(
+            f"labs {slot}: the expected alerts at the webhook, in Prometheus and in /findings",
+            agreed,
+            LAB_TIMEOUT,
+            interval=1.0,
+            detail=detail,
+        )
+    except ChainError as err:
+        pytest.fail(str(err), pytrace=False)
+
+
+def _observed(e2e: E2E, c: LabCase, t0: float, matched: float) -> dict[str, Any]:
+    observed: dict[str, Any] = {
+        "seconds_to_agree": round(matched - t0, 1),
+        "pinned_to_cpu": c.run.pinned_to,
+        "prometheus": _prom_numbers(e2e, c.lab),
+        "kernel": {r: m.as_dict() for r, m in c.run.measure().items()},
+        "findings": [
+            {
+                "kind": f["kind"],
+                "severity": f["severity"],
+                "victim": f["victim"]["ref"],
+                "culprit": f["culprit"] and f["culprit"]["ref"],
+                "blame_share": f["culprit"] and f["culprit"]["blame_share"],
+                "evidence": f["evidence"],
             }
-            gauge_ok = {(e.kind, lab.ref(e.victim)) for e in lab.expect} <= gauge
-            labels_ok = all(
-                any(all(a.get(k) == v for k, v in w.items()) for a in firing) for w in want
-            )
-            return (
-                time.time() - t0 >= MIN_LAB_SECONDS
-                and got_prom == want_keys
-                and got_hook == want_keys
-                and got_findings == want_findings
-                and gauge_ok
-                and labels_ok
-            )
+            for f in c.state["findings"]
+        ],
+        "alerts": c.state["firing"],
+    }
+    if c.name == "throttled":
+        # kube-prometheus-stack's duplicate, muted by the shipped inhibit rule
+        # while the real ContentionCPUThrottled fires (docs/kube-prometheus-stack.md)
+        victim_role = c.lab.expect[0].victim
+        observed["inhibition"] = check_inhibition(
+            e2e.chain,
+            {"namespace": LAB_NAMESPACE, "pod": c.lab.pod(victim_role), "container": LAB_CONTAINER},
+            {"namespace": "inhibit-e2e", "pod": "other-0", "container": LAB_CONTAINER},
+        )
+    return observed
 
-        def detail() -> str:
-            return (
-                f"expected alerts: {json.dumps(want, indent=1)}\n"
-                f"firing at the webhook: {json.dumps(state.get('firing'), indent=1)}\n"
-                f"firing in Prometheus: {json.dumps(state.get('prom'), indent=1)}\n"
-                f"/findings: {json.dumps(state.get('findings'), indent=1)[:6000]}\n"
-                f"kernel: {json.dumps({r: m.as_dict() for r, m in run.measure().items()})}\n"
-                f"host outside the lab: {run.host_cores():.2f} cores\n"
-                f"Prometheus: {json.dumps(_prom_numbers(e2e, lab))}\n{e2e.chain.logs()}"
-            )
 
-        try:
-            wait_until(
-                f"lab {name}: the expected alerts at the webhook, in Prometheus and in /findings",
-                agreed,
-                LAB_TIMEOUT,
-                interval=1.0,
-                detail=detail,
-            )
-        except ChainError as err:
-            busy = run.host_cores() or 0.0
-            note = (
-                f"\nNOTE: the rest of this host used {busy:.2f} cores during the lab; "
-                "on a shared machine that load (the root cgroup: 'kernel' in blame) can "
-                "change a lab's verdict"
-                if busy > HOST_BUSY_CORES
-                else ""
-            )
-            pytest.fail(f"{err}{note}", pytrace=False)
-        matched = time.time()
-        observed: dict[str, Any] = {
-            "seconds_to_agree": round(matched - t0, 1),
-            "prometheus": _prom_numbers(e2e, lab),
-            "kernel": {r: m.as_dict() for r, m in run.measure().items()},
-            "findings": [
-                {
-                    "kind": f["kind"],
-                    "severity": f["severity"],
-                    "victim": f["victim"]["ref"],
-                    "culprit": f["culprit"] and f["culprit"]["ref"],
-                    "blame_share": f["culprit"] and f["culprit"]["blame_share"],
-                    "evidence": f["evidence"],
-                }
-                for f in state["findings"]
-            ],
-            "alerts": state["firing"],
-        }
-        if name == "throttled":
-            # kube-prometheus-stack's duplicate, muted by the shipped inhibit rule
-            # while the real ContentionCPUThrottled fires (docs/kube-prometheus-stack.md)
-            victim_role = lab.expect[0].victim
-            observed["inhibition"] = check_inhibition(
-                e2e.chain,
-                {
-                    "namespace": LAB_NAMESPACE,
-                    "pod": lab.pod(victim_role),
-                    "container": LAB_CONTAINER,
-                },
-                {"namespace": "inhibit-e2e", "pod": "other-0", "container": LAB_CONTAINER},
-            )
-        has, errors, texts = run_dashboards(e2e.chain, e2e.thresholds)
-        e2e.record_coverage(has)
-    except BaseException:
-        run.stop_workloads()
-        raise
-    # The lab ends: its workloads stop; its containers stay, idle, until test_3.
-    run.stop_workloads()
-    host = run.host_cores()
-    e2e.stopped[name] = run.workloads_stopped_at or time.time()
-    observed["host_cores_outside_lab"] = None if host is None else round(host, 2)
-    observed["kernel_whole_run"] = {r: m.as_dict() for r, m in run.measure().items()}
-
-    # Nothing else fired for the lab's containers while it ran: no other kind, culprit
-    # or severity, not even in the first seconds (the rules judge no container watched
-    # for less than sustainMinutes, so young series cannot fire a passing shape).
+def _check_case(
+    e2e: E2E,
+    c: LabCase,
+    observed: dict[str, Any],
+    t0: float,
+    matched: float,
+    texts: Mapping[tuple[str, str, str], str],
+) -> None:
+    """What a lab must show once it agreed: nothing else fired for its containers while
+    it ran (no other kind, culprit or severity, not even in the first seconds: the rules
+    judge no container watched for less than sustainMinutes), every notification's
+    annotations, its panels, its kernel-side checks."""
+    observed["kernel_whole_run"] = {r: m.as_dict() for r, m in c.run.measure().items()}
     notes = [
         n
-        for n in webhook.snapshot()
-        if _ours(n.labels, refs) and t0 <= n.received <= matched and n.status == "firing"
+        for n in e2e.chain.webhook.snapshot()
+        if _ours(n.labels, c.refs) and t0 <= n.received <= matched and n.status == "firing"
     ]
     wrong = [
         {"after_s": round(n.received - t0, 1), **dict(n.labels)}
         for n in notes
-        if _key_of(n.labels) not in want_keys
+        if _key_of(n.labels) not in c.want_keys
     ]
-    firsts = [n.received for n in notes if _key_of(n.labels) in want_keys]
+    firsts = [n.received for n in notes if _key_of(n.labels) in c.want_keys]
     observed["first_alert_after_s"] = round(min(firsts) - t0, 1) if firsts else None
     observed["remediation"] = sorted({n.annotations.get("remediation", "") for n in notes})
-    e2e.observed[name] = observed
-    print(f"\n[{name}] observed: {json.dumps(observed, default=str)[:4000]}")
-    assert not wrong, f"lab {name}: unexpected alerts while it ran: {json.dumps(wrong, indent=1)}"
+    e2e.observed[c.name] = observed
+    print(f"\n[{c.name}] observed: {json.dumps(observed, default=str)[:4000]}")
+    assert not wrong, f"lab {c.name}: unexpected alerts while it ran: {json.dumps(wrong, indent=1)}"
     for n in notes:
         assert n.annotations.get("summary") and n.annotations.get("description"), n
         anchor = n.labels["alertname"].lower()
         assert n.annotations.get("runbook_url") == f"{RUNBOOK_URL}#{anchor}", n
         assert n.annotations.get("remediation"), n  # the sentence, with or without a value
-    assert not errors, f"dashboard queries failed during lab {name}:\n" + "\n".join(errors)
-    for title in CONCERNS[name]:
-        victim = lab.ref(lab.expect[0].victim)  # the panels' `victim` label
+    victim = c.lab.ref(c.lab.expect[0].victim)  # the panels' `victim` label
+    for title in CONCERNS[c.name]:
         shown = any(victim in t for (_, tt, _), t in texts.items() if tt.startswith(title))
-        assert shown, f"lab {name}: panel {title!r} shows no data for {victim}"
-    for check in lab.checks:
-        _kernel_check(name, check, observed)
+        assert shown, f"lab {c.name}: panel {title!r} shows no data for {victim}"
+    for check in c.lab.checks:
+        _kernel_check(c.name, check, observed)
+
+
+def _slot_cpus(slot: tuple[str, ...]) -> list[int | None]:
+    """Two labs at once: the first keeps the last CPU (as alone), the second gets the
+    first; a lab alone runs as it is defined (pinned or not)."""
+    if len(slot) == 1:
+        return [None]
+    cpus = sorted(os.sched_getaffinity(0))
+    return [lab_cpu(), cpus[0]]
+
+
+@pytest.mark.kernel
+@pytest.mark.timeout(LAB_TIMEOUT + 150)
+@pytest.mark.parametrize("slot", SLOTS, ids=["+".join(s) for s in SLOTS])
+def test_1_labs(e2e: E2E, slot: tuple[str, ...], request: pytest.FixtureRequest) -> None:
+    label = "+".join(slot)
+    needs_probe = any(
+        any(x.culprit is not None for x in get_lab(n).expect) or n == "noisy-neighbor" for n in slot
+    )
+    if needs_probe and not e2e.probe_loaded:
+        pytest.fail(f"the scheduler probe did not load ({e2e.probe_reason}): no blame")
+    # diagnose watches the noisy-neighbour lab beside the chain (tests/e2e/diagnose.py)
+    diag = (
+        DiagnoseRun.start(e2e.config, e2e.metadata.path, e2e.thresholds)
+        if "noisy-neighbor" in slot
+        else None
+    )
+    if diag is not None:
+        request.addfinalizer(diag.kill)  # a no-op once it has finished
+        diag.wait_for_lab_start()
+    t0 = time.time()
+    cases: list[LabCase] = []
+    try:  # on any failure the workloads stop at once (the cgroups go at session end)
+        for name, cpu in zip(slot, _slot_cpus(slot), strict=True):
+            cases.append(_start_case(e2e, name, cpu))
+        _await_slot(e2e, label, cases, t0)
+        matched = time.time()
+        observed = {c.name: _observed(e2e, c, t0, matched) for c in cases}
+        if diag is not None:
+            nn = next(c for c in cases if c.name == "noisy-neighbor")
+            observed[nn.name]["diagnose"] = check_diagnose(nn.lab, *diag.finish())
+        has, errors, texts = run_dashboards(e2e.chain, e2e.thresholds)
+        e2e.record_coverage(has)
+    finally:
+        # The labs end: their workloads stop; their containers stay, idle, until test_3.
+        for c in cases:
+            c.run.stop_workloads()
+            e2e.stopped[c.name] = c.run.workloads_stopped_at or time.time()
+    assert not errors, f"dashboard queries failed during labs {label}:\n" + "\n".join(errors)
+    for c in cases:
+        _check_case(e2e, c, observed[c.name], t0, matched, texts)
 
 
 TRANSIENT_LABELS = ("alertname", "severity", "pod", "culprit_pod", "culprit")

@@ -369,7 +369,7 @@ def test_cli_diagnose_with_the_probe_loaded_says_so_next_to_the_culprit(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """diagnose with the scheduler probe loaded (a stand-in; the real one in
-    tests/integration/test_diagnose_kernel.py) and a finding naming a culprit (the
+    tests/e2e/diagnose.py, beside the noisy-neighbour lab) and a finding naming a culprit (the
     stand-in evaluator): the probe line, the evidence and --json say the probe was
     loaded, and "no blame" appears nowhere. (diagnose once closed the agent, and the
     probe with it, before reading what it printed: "probe not loaded (no blame)" next
