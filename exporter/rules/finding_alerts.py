@@ -76,8 +76,8 @@ def _memory_severities(victim_on: str, base: str) -> Severities:
 
 def conditions(th: Thresholds) -> dict[Kind, Severities]:
     """Each finding's alert conditions, by severity."""
-    q = RuleTerms(th)
-    victim_on = q.on(*IDENTITY_LABELS)
+    terms = RuleTerms(th)
+    victim_on = terms.on(*IDENTITY_LABELS)
     # a workload only when no container passes alone (docs/findings.md#workload-culprits)
     noisy_neighbor = (
         f"({R_BLAME_CULPRIT} and {victim_on} {R_CPU_VICTIM})\nor\n"
@@ -88,15 +88,15 @@ def conditions(th: Thresholds) -> dict[Kind, Severities]:
         f"{R_CPU_VICTIM} unless {victim_on} {R_BLAME_CULPRIT}\n"
         f"unless {victim_on} {R_WORKLOAD_CULPRIT}"
     )
-    throttled = f"{R_THROTTLE.format(w=q.window)} >= {num(th.throttled_ratio)}\nand {R_WATCHED}"
+    throttled = f"{R_THROTTLE.format(w=terms.window)} >= {num(th.throttled_ratio)}\nand {R_WATCHED}"
     steal = (
-        f"{R_STEAL}\nand {q.on()} {R_STEAL_SUSTAINED}\n"
-        f"and {q.on()} count {q.by()} ({R_CPU_VICTIM})"
+        f"{R_STEAL}\nand {terms.on()} {R_STEAL_SUSTAINED}\n"
+        f"and {terms.on()} count {terms.by()} ({R_CPU_VICTIM})"
     )
     culprit_labels = ", ".join(CULPRIT_IDENTITY)
     memory_pressure = (
-        f"({R_MEM_PRESSURE} * {q.on()} group_left({culprit_labels}) {R_MEM_CULPRIT})\n"
-        f"or\n({R_MEM_PRESSURE} unless {q.on()} {R_MEM_CULPRIT})"
+        f"({R_MEM_PRESSURE} * {terms.on()} group_left({culprit_labels}) {R_MEM_CULPRIT})\n"
+        f"or\n({R_MEM_PRESSURE} unless {terms.on()} {R_MEM_CULPRIT})"
     )
     return {
         Kind.CPU_THROTTLED: _cpu_severities(victim_on, throttled),

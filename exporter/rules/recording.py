@@ -90,14 +90,14 @@ Rule = dict[str, Any]
 def recording_rules(th: Thresholds) -> list[Rule]:
     """Every recording rule of the findings group, in evaluation order: a rule reads
     only the ones before it (rules in a group run in order at one timestamp)."""
-    q = RuleTerms(th)
+    terms = RuleTerms(th)
     return [
-        *signal_rules(q),
-        *minute_flag_rules(q),
-        *cpu_decision_rules(q),
-        *workload_culprit_rules(q),
-        *memory_and_steal_decision_rules(q),
-        *remediation_rules(q),
+        *signal_rules(terms),
+        *minute_flag_rules(terms),
+        *cpu_decision_rules(terms),
+        *workload_culprit_rules(terms),
+        *memory_and_steal_decision_rules(terms),
+        *remediation_rules(terms),
     ]
 
 
@@ -105,50 +105,50 @@ def _record(name: str, expr: str) -> Rule:
     return {"record": name, "expr": expr}
 
 
-def _victim_on(q: RuleTerms) -> str:
+def _victim_on(terms: RuleTerms) -> str:
     """How a cgroup's series meet its other series: the node, then its identity."""
-    return q.on(*IDENTITY_LABELS)
+    return terms.on(*IDENTITY_LABELS)
 
 
-def _running_usage(q: RuleTerms) -> str:
+def _running_usage(terms: RuleTerms) -> str:
     """A culprit's usage only while it runs: a gone culprit's use over the window is not
     known (the evaluator has no window for it), so it is never excused by it."""
-    return f"({R_USAGE.format(w=q.window)} and {q.select(pq.USAGE)})"
+    return f"({R_USAGE.format(w=terms.window)} and {terms.select(pq.USAGE)})"
 
 
-def _unthrottled(q: RuleTerms, expr: str) -> str:
+def _unthrottled(terms: RuleTerms, expr: str) -> str:
     """``expr`` without the cgroups whose own CPU limit explains their wait."""
-    throttled = f"{R_THROTTLE.format(w=q.window)} >= {num(q.th.throttled_ratio_max)}"
-    return f"{expr}\nunless {_victim_on(q)}\n({throttled})"
+    throttled = f"{R_THROTTLE.format(w=terms.window)} >= {num(terms.th.throttled_ratio_max)}"
+    return f"{expr}\nunless {_victim_on(terms)}\n({throttled})"
 
 
-def signal_rules(q: RuleTerms) -> list[Rule]:
+def signal_rules(terms: RuleTerms) -> list[Rule]:
     """The signals, for dashboards and alert descriptions, and the memory culprit."""
-    w = q.window
-    cgroup_on = _victim_on(q)
+    w = terms.window
+    cgroup_on = _victim_on(terms)
     usage = R_USAGE.format(w=w)
-    ws, mem_req = q.select(pq.WORKING_SET), q.select(pq.MEM_REQUEST)
-    top_share = f"topk {q.by()} (1, {R_OVERAGE_SHARE}) >= {num(q.th.mem_culprit_share)}"
+    ws, mem_req = terms.select(pq.WORKING_SET), terms.select(pq.MEM_REQUEST)
+    top_share = f"topk {terms.by()} (1, {R_OVERAGE_SHARE}) >= {num(terms.th.mem_culprit_share)}"
     return [
-        _record(R_PSI_SOME, q.psi_some()),
-        _record(R_PSI_FULL, q.psi_full()),
-        _record(R_THROTTLE.format(w=w), pq.throttle_ratio(w, *q.matchers)),
-        _record(R_THROTTLE_S.format(w=w), q.rate(pq.THROTTLED_SECONDS, w)),
-        _record(R_P99, pq.runq_p99("1m", *q.matchers)),
-        _record(R_RUNQ_EVENTS, q.rate(pq.RUNQ_COUNT, "1m")),
+        _record(R_PSI_SOME, terms.psi_some()),
+        _record(R_PSI_FULL, terms.psi_full()),
+        _record(R_THROTTLE.format(w=w), pq.throttle_ratio(w, *terms.matchers)),
+        _record(R_THROTTLE_S.format(w=w), terms.rate(pq.THROTTLED_SECONDS, w)),
+        _record(R_P99, pq.runq_p99("1m", *terms.matchers)),
+        _record(R_RUNQ_EVENTS, terms.rate(pq.RUNQ_COUNT, "1m")),
         # Matched on every label, not on(cgroup): while the API names a new pod, a
         # cgroup has two label sets in the range, and a one-to-one on(cgroup) match
         # would fail the whole rule. The two counters always carry the same labels.
-        _record(usage, pq.usage_cores(w, *q.matchers)),
+        _record(usage, pq.usage_cores(w, *terms.matchers)),
         _record(
             R_USAGE_OVER_REQ.format(w=w),
-            f"{usage} / {cgroup_on} group_left() {q.select(pq.CPU_REQUEST)}",
+            f"{usage} / {cgroup_on} group_left() {terms.select(pq.CPU_REQUEST)}",
         ),
-        _record(R_MEM_SOME, q.rate(pq.MEM_SOME, "1m")),
-        _record(R_MEM_FULL, q.rate(pq.MEM_FULL, "1m")),
-        _record(R_REFAULTS, pq.refaults("1m", *q.matchers)),
-        _record(R_NODE_MEM_SOME, q.rate(pq.NODE_MEM_SOME, "1m")),
-        _record(R_STEAL, pq.steal_ratio("1m", *q.matchers)),
+        _record(R_MEM_SOME, terms.rate(pq.MEM_SOME, "1m")),
+        _record(R_MEM_FULL, terms.rate(pq.MEM_FULL, "1m")),
+        _record(R_REFAULTS, pq.refaults("1m", *terms.matchers)),
+        _record(R_NODE_MEM_SOME, terms.rate(pq.NODE_MEM_SOME, "1m")),
+        _record(R_STEAL, pq.steal_ratio("1m", *terms.matchers)),
         # Memory beyond request (all of it without a request) and its share of the node's.
         _record(
             R_OVERAGE,
@@ -157,7 +157,7 @@ def signal_rules(q: RuleTerms) -> list[Rule]:
         ),
         _record(
             R_OVERAGE_SHARE,
-            f"{R_OVERAGE} / {q.on()} group_left() sum {q.by()} ({R_OVERAGE})",
+            f"{R_OVERAGE} / {terms.on()} group_left() sum {terms.by()} ({R_OVERAGE})",
         ),
         _record(
             R_MEM_CULPRIT,
@@ -167,85 +167,87 @@ def signal_rules(q: RuleTerms) -> list[Rule]:
     ]
 
 
-def minute_flag_rules(q: RuleTerms) -> list[Rule]:
+def minute_flag_rules(terms: RuleTerms) -> list[Rule]:
     """Whether each victim may be judged yet, and each minute's flags, recorded once
     (the decisions read them back with offset)."""
-    th = q.th
+    th = terms.th
     return [
         # Victims old enough to judge: watched since the start of the sustain minutes.
         # Joined on every label: the per-minute rates are per series, so a cgroup whose
         # labels changed (the API named its pod) has a young series to wait for.
-        _record(R_WATCHED, flag(f"{q.select(pq.SAMPLED)} offset {th.sustain_minutes}m")),
-        _record(R_RUNQ_SLOW_1M, flag(q.runq_slow(th.runq_bound_s, 0))),
-        _record(R_RUNQ_CRIT_1M, flag(q.runq_slow(th.critical_runq_bound_s, 0))),
-        _record(R_CPU_STALLED_1M, flag(q.cpu_stalled())),
-        _record(R_MEM_STALLED_1M, flag(q.mem_stalled())),
-        _record(R_LIMIT_HITS_1M, flag(q.limit_hits())),
-        _record(R_NODE_MEM_1M, flag(q.node_mem())),
+        _record(R_WATCHED, flag(f"{terms.select(pq.SAMPLED)} offset {th.sustain_minutes}m")),
+        _record(R_RUNQ_SLOW_1M, flag(terms.runq_slow(th.runq_bound_s, 0))),
+        _record(R_RUNQ_CRIT_1M, flag(terms.runq_slow(th.critical_runq_bound_s, 0))),
+        _record(R_CPU_STALLED_1M, flag(terms.cpu_stalled())),
+        _record(R_MEM_STALLED_1M, flag(terms.mem_stalled())),
+        _record(R_LIMIT_HITS_1M, flag(terms.limit_hits())),
+        _record(R_NODE_MEM_1M, flag(terms.node_mem())),
         _record(R_STEAL_1M, flag(f"{R_STEAL} >= {num(th.cpu_steal_ratio)}")),
     ]
 
 
-def cpu_decision_rules(q: RuleTerms) -> list[Rule]:
+def cpu_decision_rules(terms: RuleTerms) -> list[Rule]:
     """The CPU decisions (value 1), docs/findings.md's gating, one term per sustain
     minute, and the containers named as culprits."""
-    th = q.th
-    cgroup_on = _victim_on(q)
+    th = terms.th
+    cgroup_on = _victim_on(terms)
     nameable = f'culprit_kind=~"{"|".join(NAMEABLE_CULPRIT_KINDS)}"'
-    request = q.select(pq.CPU_REQUEST)
-    within_request = f"{_running_usage(q)} <= {cgroup_on} group_left() {request}"
-    stalled = flag(q.each_sustain_minute(R_CPU_STALLED_1M + "{off}"))
+    request = terms.select(pq.CPU_REQUEST)
+    within_request = f"{_running_usage(terms)} <= {cgroup_on} group_left() {request}"
+    stalled = flag(terms.each_sustain_minute(R_CPU_STALLED_1M + "{off}"))
     return [
         _record(R_CPU_STALLED, f"{stalled}\nand {R_WATCHED}"),
-        _record(R_CPU_VICTIM, _unthrottled(q, R_CPU_STALLED)),
+        _record(R_CPU_VICTIM, _unthrottled(terms, R_CPU_STALLED)),
         _record(
             R_CPU_CRIT,
-            flag(f"({q.psi_full()} >= {num(th.critical_cpu_full)}) or {R_RUNQ_CRIT_1M}"),
+            flag(f"({terms.psi_full()} >= {num(th.critical_cpu_full)}) or {R_RUNQ_CRIT_1M}"),
         ),
-        _record(R_CPU_BOTH, flag(f"({q.psi_some()} >= {num(th.stall_some)}) and {R_RUNQ_SLOW_1M}")),
+        _record(
+            R_CPU_BOTH, flag(f"({terms.psi_some()} >= {num(th.stall_some)}) and {R_RUNQ_SLOW_1M}")
+        ),
         _record(
             R_BLAME_CULPRIT,
-            f"({q.select(pq.BLAME_SHARE, nameable)} >= {num(th.blame_share)})\n"
+            f"({terms.select(pq.BLAME_SHARE, nameable)} >= {num(th.blame_share)})\n"
             # never the victim itself: drop rows whose culprit is their own cgroup
-            f"unless {q.on(*IDENTITY_LABELS, *CULPRIT_IDENTITY)}\n"
-            f"{with_culprit_labels(q.select(pq.USAGE))}\n"
+            f"unless {terms.on(*IDENTITY_LABELS, *CULPRIT_IDENTITY)}\n"
+            f"{with_culprit_labels(terms.select(pq.USAGE))}\n"
             # a culprit at or below its own request is entitled to the CPU
-            f"unless {q.on(*CULPRIT_IDENTITY)}\n" + with_culprit_labels(within_request),
+            f"unless {terms.on(*CULPRIT_IDENTITY)}\n" + with_culprit_labels(within_request),
         ),
     ]
 
 
-def workload_culprit_rules(q: RuleTerms) -> list[Rule]:
+def workload_culprit_rules(terms: RuleTerms) -> list[Rule]:
     """Workloads: their running containers' usage and requests, summed, and the
     workloads named as culprits (docs/findings.md#workload-culprits)."""
-    usage = R_WL_USAGE.format(w=q.window)
-    running = _running_usage(q)
-    requests = f"({q.select(pq.CPU_REQUEST)} and {_victim_on(q)} {running})"
+    usage = R_WL_USAGE.format(w=terms.window)
+    running = _running_usage(terms)
+    requests = f"({terms.select(pq.CPU_REQUEST)} and {_victim_on(terms)} {running})"
     return [
-        _record(usage, q.per_workload(running)),
-        _record(R_WL_REQUEST, q.per_workload(requests)),
+        _record(usage, terms.per_workload(running)),
+        _record(R_WL_REQUEST, terms.per_workload(requests)),
         _record(
             R_WORKLOAD_CULPRIT,
-            f"({q.select(pq.WORKLOAD_BLAME_SHARE)} >= {num(q.th.blame_share)})\n"
+            f"({terms.select(pq.WORKLOAD_BLAME_SHARE)} >= {num(terms.th.blame_share)})\n"
             # inside the sum of its running containers' requests: entitled to the CPU
-            f"unless {q.on(*WORKLOAD_CULPRIT_LABELS)}\n"
+            f"unless {terms.on(*WORKLOAD_CULPRIT_LABELS)}\n"
             f"(\n  ({usage} <= {R_WL_REQUEST})\n  and ({R_WL_REQUEST} > 0)\n)",
         ),
     ]
 
 
-def memory_and_steal_decision_rules(q: RuleTerms) -> list[Rule]:
+def memory_and_steal_decision_rules(terms: RuleTerms) -> list[Rule]:
     """The memory decisions and the node's sustained steal (value 1)."""
     pressure = f"{R_MEM_STALLED_1M}{{off}} and {R_NODE_MEM_1M}{{off}}"
     thrash = (
         f"({R_MEM_STALLED_1M}{{off}} and {R_LIMIT_HITS_1M}{{off}}) unless {R_NODE_MEM_1M}{{off}}"
     )
-    critical = f"{q.rate(pq.MEM_FULL, '1m')} >= {num(q.th.critical_mem_full)}"
+    critical = f"{terms.rate(pq.MEM_FULL, '1m')} >= {num(terms.th.critical_mem_full)}"
     return [
-        _record(R_MEM_PRESSURE, flag(q.each_sustain_minute(pressure)) + f"\nand {R_WATCHED}"),
-        _record(R_MEM_THRASH, flag(q.each_sustain_minute(thrash)) + f"\nand {R_WATCHED}"),
+        _record(R_MEM_PRESSURE, flag(terms.each_sustain_minute(pressure)) + f"\nand {R_WATCHED}"),
+        _record(R_MEM_THRASH, flag(terms.each_sustain_minute(thrash)) + f"\nand {R_WATCHED}"),
         _record(R_MEM_CRIT, flag(critical)),
-        _record(R_STEAL_SUSTAINED, flag(q.each_sustain_minute(R_STEAL_1M + "{off}"))),
+        _record(R_STEAL_SUSTAINED, flag(terms.each_sustain_minute(R_STEAL_1M + "{off}"))),
     ]
 
 
@@ -256,33 +258,33 @@ def _above(value: str, on: str, setting: str, scale: str) -> str:
     return f"{above}\nor\n({value} unless {on} {setting})"
 
 
-def remediation_rules(q: RuleTerms) -> list[Rule]:
+def remediation_rules(terms: RuleTerms) -> list[Rule]:
     """The suggested values (docs/findings.md#remediation-with-numbers), in the
     arithmetic order of ``exporter.findings.suggest``."""
-    w = q.window
-    cgroup_on = _victim_on(q)
+    w = terms.window
+    cgroup_on = _victim_on(terms)
     slack = num(ROUNDING_SLACK)
-    ws = q.select(pq.WORKING_SET)
+    ws = terms.select(pq.WORKING_SET)
     demand = (
-        f"ceil(\n  ({q.rate(pq.USAGE, w)} + {q.rate(pq.THROTTLED_SECONDS, w)})\n"
-        f"  / {q.rate(pq.SAMPLED, w)} * {MILLI} - {slack}\n)"
+        f"ceil(\n  ({terms.rate(pq.USAGE, w)} + {terms.rate(pq.THROTTLED_SECONDS, w)})\n"
+        f"  / {terms.rate(pq.SAMPLED, w)} * {MILLI} - {slack}\n)"
     )
-    refaults = f"({pq.increase_refaults('1m', *q.matchers)} or {ws} * 0)"
+    refaults = f"({pq.increase_refaults('1m', *terms.matchers)} or {ws} * 0)"
     mem_limit = f"ceil(({ws} + {refaults} * {PAGE_BYTES}) / {MIB} - {slack})"
     unthrottled_wait = (
-        f"{pq.increase(pq.RUNQ_SUM, w, *q.matchers)}\n    unless {cgroup_on}\n"
-        f"    ({R_THROTTLE.format(w=w)} >= {num(q.th.throttled_ratio_max)})"
+        f"{pq.increase(pq.RUNQ_SUM, w, *terms.matchers)}\n    unless {cgroup_on}\n"
+        f"    ({R_THROTTLE.format(w=w)} >= {num(terms.th.throttled_ratio_max)})"
     )
     return [
         _record(
             R_FIX_CPU_LIMIT.format(w=w),
-            _above(demand, cgroup_on, q.select(pq.CPU_LIMIT), f"* {MILLI}"),
+            _above(demand, cgroup_on, terms.select(pq.CPU_LIMIT), f"* {MILLI}"),
         ),
         _record(
             R_FIX_CPU_REQUEST.format(w=w),
             # only while the culprit still runs: a gone one's use over the window is unknown
             f"ceil({R_USAGE.format(w=w)} * {MILLI} - {slack})\n"
-            f"and present_over_time({q.select(pq.USAGE)}[1m])",
+            f"and present_over_time({terms.select(pq.USAGE)}[1m])",
         ),
         # a workload culprit: its running containers' summed use (rows only while one of
         # them has a measured use, as the evaluator's)
@@ -292,9 +294,11 @@ def remediation_rules(q: RuleTerms) -> list[Rule]:
         ),
         _record(
             R_FIX_NODE_CPU.format(w=w),
-            f"ceil(\n  sum {q.by()} (\n    {unthrottled_wait}\n  )"
-            f" / {num(q.th.window_s)} * {MILLI} - {slack}\n) > 0",
+            f"ceil(\n  sum {terms.by()} (\n    {unthrottled_wait}\n  )"
+            f" / {num(terms.th.window_s)} * {MILLI} - {slack}\n) > 0",
         ),
-        _record(R_FIX_MEM_LIMIT, _above(mem_limit, cgroup_on, q.select(pq.MEM_LIMIT), f"/ {MIB}")),
+        _record(
+            R_FIX_MEM_LIMIT, _above(mem_limit, cgroup_on, terms.select(pq.MEM_LIMIT), f"/ {MIB}")
+        ),
         _record(R_FIX_MEM_REQUEST, f"ceil({ws} / {MIB} - {slack})"),
     ]
