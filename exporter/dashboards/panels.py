@@ -13,7 +13,7 @@ from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import prometheus as pm
 
-from .selectors import V_DATASOURCE
+from .selectors import V_DATASOURCE, VICTIM_LEGEND, named
 
 DS = dm.DataSourceRef(type_val="prometheus", uid=f"${{{V_DATASOURCE}}}")
 
@@ -38,8 +38,8 @@ class Ids:
 
 
 @dataclass(frozen=True, slots=True)
-class T:
-    """One query of a panel."""
+class Query:
+    """One query of a panel (a Prometheus target)."""
 
     expr: str
     legend: str = ""
@@ -48,20 +48,26 @@ class T:
     fmt: pm.PromQueryFormat | None = None
 
 
-def target(t: T) -> prom.Dataquery:
-    q = (
+def victim_query(expr: str, what: str = "", ref: str = "A") -> Query:
+    """``expr`` per container, named as a victim (``what``: after the name)."""
+    legend = f"{VICTIM_LEGEND} {what}" if what else VICTIM_LEGEND
+    return Query(named(expr), legend, ref=ref)
+
+
+def target(query: Query) -> prom.Dataquery:
+    dataquery = (
         prom.Dataquery()
-        .expr(t.expr)
-        .ref_id(t.ref)
+        .expr(query.expr)
+        .ref_id(query.ref)
         .datasource(DS)
         .editor_mode(pm.QueryEditorMode.CODE)
     )
-    if t.legend:
-        q = q.legend_format(t.legend)
-    q = q.instant() if t.instant else q.range()
-    if t.fmt is not None:
-        q = q.format(t.fmt)
-    return q
+    if query.legend:
+        dataquery = dataquery.legend_format(query.legend)
+    dataquery = dataquery.instant() if query.instant else dataquery.range()
+    if query.fmt is not None:
+        dataquery = dataquery.format(query.fmt)
+    return dataquery
 
 
 def thresholds(*steps: tuple[float, str], base: str = GREEN) -> db.ThresholdsConfig:
@@ -77,6 +83,15 @@ def prop(id_val: str, value: object) -> dm.DynamicConfigValue:
     return dm.DynamicConfigValue(id_val=id_val, value=value)
 
 
+def dashed(regex: str) -> tuple[str, list[dm.DynamicConfigValue]]:
+    """An override (for ``override_by_regexp``): the series whose name matches ``regex``
+    drawn as dashed lines without fill (a request or a limit beside the usage)."""
+    return regex, [
+        prop("custom.lineStyle", {"fill": "dash", "dash": [10, 10]}),
+        prop("custom.fillOpacity", 0),
+    ]
+
+
 def transform(id_val: str, options: dict[str, object]) -> dm.DataTransformerConfig:
     return dm.DataTransformerConfig(id_val=id_val, options=options)
 
@@ -85,15 +100,15 @@ def link(title: str, url: str) -> db.DashboardLink:
     return db.DashboardLink(title).url(url)
 
 
-def ts(
+def timeseries_panel(
     ids: Ids,
     title: str,
     desc: str,
     unit: str,
-    targets: Sequence[T],
+    queries: Sequence[Query],
     *,
-    w: int = 12,
-    h: int = 8,
+    width: int = 12,
+    height: int = 8,
     lines: Sequence[tuple[float, str]] = (),
     min_val: float | None = 0,
     max_val: float | None = None,
@@ -110,8 +125,8 @@ def ts(
         .description(desc)
         .datasource(DS)
         .unit(unit)
-        .span(w)
-        .height(h)
+        .span(width)
+        .height(height)
         .fill_opacity(fill)
         .line_width(1)
         .legend(
@@ -127,8 +142,8 @@ def ts(
             .sort(cm.SortOrder.DESCENDING)
         )
     )
-    for t in targets:
-        p = p.with_target(target(t))
+    for query in queries:
+        p = p.with_target(target(query))
     if min_val is not None:
         p = p.min(min_val)
     if max_val is not None:
@@ -148,16 +163,16 @@ def ts(
     return p
 
 
-def bars(
+def bar_gauge_panel(
     ids: Ids,
     title: str,
     desc: str,
     unit: str,
-    targets: Sequence[T],
+    queries: Sequence[Query],
     steps: Sequence[tuple[float, str]],
     *,
-    w: int = 12,
-    h: int = 10,
+    width: int = 12,
+    height: int = 10,
     max_val: float | None = None,
 ) -> bargauge.Panel:
     """A horizontal bar gauge per series (instant queries): one gauge per container."""
@@ -168,8 +183,8 @@ def bars(
         .description(desc)
         .datasource(DS)
         .unit(unit)
-        .span(w)
-        .height(h)
+        .span(width)
+        .height(height)
         .min(0)
         .orientation(cm.VizOrientation.HORIZONTAL)
         .display_mode(cm.BarGaugeDisplayMode.GRADIENT)
@@ -180,22 +195,22 @@ def bars(
     )
     if max_val is not None:
         p = p.max(max_val)
-    for t in targets:
-        p = p.with_target(target(t))
+    for query in queries:
+        p = p.with_target(target(query))
     return p
 
 
-def big(
+def stat_panel(
     ids: Ids,
     title: str,
     desc: str,
     unit: str,
-    targets: Sequence[T],
+    queries: Sequence[Query],
     steps: Sequence[tuple[float, str]] = (),
     *,
     base: str = GREEN,
-    w: int = 4,
-    h: int = 5,
+    width: int = 4,
+    height: int = 5,
     mappings: Sequence[dm.ValueMapping] = (),
 ) -> stat.Panel:
     """A stat panel (one big number per series, coloured by thresholds)."""
@@ -206,8 +221,8 @@ def big(
         .description(desc)
         .datasource(DS)
         .unit(unit)
-        .span(w)
-        .height(h)
+        .span(width)
+        .height(height)
         .color_mode(cm.BigValueColorMode.BACKGROUND)
         .graph_mode(cm.BigValueGraphMode.NONE)
         .text_mode(cm.BigValueTextMode.VALUE_AND_NAME)
@@ -216,20 +231,20 @@ def big(
     )
     if mappings:
         p = p.mappings(list(mappings))
-    for t in targets:
-        p = p.with_target(target(t))
+    for query in queries:
+        p = p.with_target(target(query))
     return p
 
 
-def grid(
+def table_panel(
     ids: Ids,
     title: str,
     desc: str,
     unit: str,
-    targets: Sequence[T],
+    queries: Sequence[Query],
     *,
-    w: int = 24,
-    h: int = 8,
+    width: int = 24,
+    height: int = 8,
 ) -> table.Panel:
     p = (
         table.Panel()
@@ -238,12 +253,12 @@ def grid(
         .description(desc)
         .datasource(DS)
         .unit(unit)
-        .span(w)
-        .height(h)
+        .span(width)
+        .height(height)
         .thresholds(thresholds())
     )
-    for t in targets:
-        p = p.with_target(target(t))
+    for query in queries:
+        p = p.with_target(target(query))
     return p
 
 
@@ -255,7 +270,3 @@ def value_map(values: dict[str, tuple[str, str]]) -> dm.ValueMap:
             for i, (k, (t, c)) in enumerate(values.items())
         }
     )
-
-
-def row(ids: Ids, title: str) -> db.Row:
-    return db.Row(title).id(ids())

@@ -21,9 +21,9 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 
 from ..findings.thresholds import Thresholds
+from .base import DRILLDOWN_UID, OVERVIEW_UID
 from .drilldown import build_drilldown
 from .overview import build_overview
-from .shared import DRILLDOWN_UID, OVERVIEW_UID
 
 JSON_DIR = Path("dashboards")
 DEPLOY_DIR = Path("deploy/dashboards")

@@ -25,6 +25,12 @@ from ..probe.culprit import CULPRIT_LABELS
 # Grafana's rate window: at least four scrape intervals, grows with the zoom level.
 RATE = "$__rate_interval"
 
+# The legend of a victim's series: the name :func:`named` gives it.
+VICTIM_LEGEND = "{{victim}}"
+# The limit, where there is one, is the entitlement's basis (docs/metrics.md): the
+# limit gauges themselves are optional (--collector.cpu_spec, memory_spec).
+LIMIT_BASIS = 'basis="limit"'
+
 # Template variable names (also the URL parameters ``var-<name>``).
 V_DATASOURCE = "datasource"
 V_CLUSTER = "cluster"
@@ -51,6 +57,11 @@ class Selectors:
     def node_label(self) -> str:
         """The label the ``node`` variable filters on: the last of ``nodeLabels``."""
         return self.th.node_labels[-1]
+
+    @property
+    def node_legend(self) -> str:
+        """A legend naming a series by its node label (``{{instance}}``)."""
+        return f"{{{{{self.node_label}}}}}"
 
     @property
     def cluster_label(self) -> str:

@@ -49,70 +49,72 @@ def _query(name: str, label: str, desc: str, query: str) -> db.QueryVariable:
     )
 
 
-def _all(v: db.QueryVariable, multi: bool = True) -> db.QueryVariable:
-    return v.include_all(True).all_value(".*").multi(multi).current(ALL)
+def _all(variable: db.QueryVariable, multi: bool = True) -> db.QueryVariable:
+    return variable.include_all(True).all_value(".*").multi(multi).current(ALL)
 
 
-def cluster(q: Selectors) -> db.QueryVariable:
+def cluster(selectors: Selectors) -> db.QueryVariable:
+    label = selectors.cluster_label
     return _all(
         _query(
             V_CLUSTER,
             "Cluster",
-            f"Optional: only offered when Prometheus adds a '{q.cluster_label}' label "
+            f"Optional: only offered when Prometheus adds a '{label}' label "
             "(the threshold config's clusterLabel). 'All' also matches series without one.",
-            f"label_values(contention_build_info{{{q.exporter}}}, {q.cluster_label})",
+            f"label_values(contention_build_info{{{selectors.exporter}}}, {label})",
         ),
         multi=False,
     )
 
 
-def node(q: Selectors, *, allow_all: bool) -> db.QueryVariable:
-    v = _query(
+def node(selectors: Selectors, *, allow_all: bool) -> db.QueryVariable:
+    label = selectors.node_label
+    variable = _query(
         V_NODE,
         "Node",
-        f"The exporter's node, by its '{q.node_label}' label (the last of the threshold "
+        f"The exporter's node, by its '{label}' label (the last of the threshold "
         "config's nodeLabels).",
-        f"label_values(contention_build_info{{{q.exporter}, "
-        f'{q.cluster_label}=~"${V_CLUSTER}"}}, {q.node_label})',
+        f"label_values(contention_build_info{{{selectors.exporter}, "
+        f'{selectors.cluster_label}=~"${V_CLUSTER}"}}, {label})',
     )
-    return _all(v, multi=False) if allow_all else v.multi(False)
+    return _all(variable, multi=False) if allow_all else variable.multi(False)
 
 
-def namespace(q: Selectors) -> db.QueryVariable:
+def namespace(selectors: Selectors) -> db.QueryVariable:
     return _all(
         _query(
             V_NAMESPACE,
             "Namespace",
             "Kubernetes namespace. Empty in host mode: leave it on 'All' and pick a cgroup.",
-            f"label_values({pq.CGROUP_INFO}{{{q.node}}}, namespace)",
+            f"label_values({pq.CGROUP_INFO}{{{selectors.node}}}, namespace)",
         )
     )
 
 
-def pod(q: Selectors) -> db.QueryVariable:
+def pod(selectors: Selectors) -> db.QueryVariable:
     return _all(
         _query(
             V_POD,
             "Pod",
             "Kubernetes pod. Empty in host mode: leave it on 'All' and pick a cgroup.",
-            f'label_values({pq.CGROUP_INFO}{{{q.node}, namespace=~"${V_NAMESPACE}"}}, pod)',
+            f'label_values({pq.CGROUP_INFO}{{{selectors.node}, namespace=~"${V_NAMESPACE}"}}, pod)',
         )
     )
 
 
-def container(q: Selectors) -> db.QueryVariable:
+def container(selectors: Selectors) -> db.QueryVariable:
     return _all(
         _query(
             V_CONTAINER,
             "Container",
             "Kubernetes container. Empty in host mode: leave it on 'All' and pick a cgroup.",
-            f'label_values({pq.CGROUP_INFO}{{{q.node}, namespace=~"${V_NAMESPACE}", '
+            f'label_values({pq.CGROUP_INFO}{{{selectors.node}, namespace=~"${V_NAMESPACE}", '
             f'pod=~"${V_POD}"}}, container)',
         )
     )
 
 
-def cgroup(q: Selectors) -> db.QueryVariable:
+def cgroup(selectors: Selectors) -> db.QueryVariable:
     return _all(
         _query(
             V_CGROUP,
@@ -121,7 +123,7 @@ def cgroup(q: Selectors) -> db.QueryVariable:
             "path: the way to pick a systemd unit or docker container in host mode. A "
             "container named by Kubernetes (or the metadata file) is picked by "
             "namespace/pod/container instead; leave this on 'All'.",
-            f'label_values({pq.CGROUP_INFO}{{{q.node}, namespace=~"${V_NAMESPACE}", '
+            f'label_values({pq.CGROUP_INFO}{{{selectors.node}, namespace=~"${V_NAMESPACE}", '
             f'pod=~"${V_POD}", container=~"${V_CONTAINER}"}}, cgroup)',
         )
     )

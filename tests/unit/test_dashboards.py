@@ -16,6 +16,7 @@ import yaml
 
 pytest.importorskip("grafana_foundation_sdk")
 
+from exporter.dashboards.base import DRILLDOWN_UID, OVERVIEW_UID  # noqa: E402
 from exporter.dashboards.render import (  # noqa: E402
     DEPLOY_DIR,
     JSON_DIR,
@@ -24,7 +25,6 @@ from exporter.dashboards.render import (  # noqa: E402
     render_all,
 )
 from exporter.dashboards.selectors import named, named_culprit  # noqa: E402
-from exporter.dashboards.shared import DRILLDOWN_UID, OVERVIEW_UID  # noqa: E402
 from exporter.findings.thresholds import Thresholds, from_mapping, load_thresholds  # noqa: E402
 from exporter.rules.recording import recording_rules  # noqa: E402
 from tests.e2e.dashboard_queries import (  # noqa: E402
