@@ -7,14 +7,16 @@ BIN := $(VENV)/bin
 LOCK := flock /tmp/contention-kernel.lock
 UNIT := not kernel and not e2e and not probe and not vm and not fuzz
 
-.PHONY: help venv lint fmt types unit fuzz generate bpf check-generated kernel e2e vm bench test
+.PHONY: help venv lint fmt types unit fuzz fuzz-full generate bpf check-generated kernel e2e vm \
+	bench test
 
 help:
 	@echo "make venv             create .venv with the dev extras (scripts/setup.sh --test)"
 	@echo "make lint             ruff check + ruff format --check + mypy"
 	@echo "make fmt              ruff format and ruff check --fix"
 	@echo "make unit             unit tests on fixture trees (no root, no kernel)"
-	@echo "make fuzz             the seeded fuzz runs: parsers and mutated trees (minutes)"
+	@echo "make fuzz             the seeded fuzz runs at the suite's sizes (~30 s)"
+	@echo "make fuzz-full        the fuzz runs at full size, bench/README.md (minutes)"
 	@echo "make generate         regenerate rules, dashboards and the promtool tests"
 	@echo "make bpf              rebuild the CO-RE probe bpf/sched_probe.bpf.o (clang)"
 	@echo "make check-generated  fail when a generated file is stale (what CI runs)"
@@ -43,6 +45,9 @@ unit:
 
 fuzz:
 	$(BIN)/pytest -m fuzz tests/fuzz
+
+fuzz-full:
+	CONTENTION_PYTHON=$(abspath $(BIN))/python bash bench/fuzz_full.sh
 
 generate:
 	$(BIN)/contention-exporter rules generate
