@@ -9,7 +9,16 @@ with a scratch disk, runs ``pytest -m vm tests/vm`` there (plus any pytest argum
 given), shows the guest's output live, and exits with the guest pytest's status.
 pytest's "no tests collected" (5) is a failure here. ``--no-image`` skips the build (the
 container test then skips, saying so); a build that fails is reported to that test,
-which skips with the reason, or fails under CI.
+which skips with the reason, or fails under CI. ``--image DIR`` uses an image already
+built there (``scripts/test.sh`` builds it once for the host's image tests and this
+lane), and ``--image-error TEXT`` says why that build failed (the same report). A
+directory given to ``--image`` or ``--results`` is never deleted.
+
+``--results DIR`` keeps the guest's results (``junit.xml``, ``output.log``, ...) and
+the lane's figures (``lane.json``: set-up, image, boot and guest seconds, status) in
+``DIR``, also when the lane is skipped. The guest writes to a directory of its own
+outside the trees it shares read-only (the checkout, the venv), which it remounts; a
+``DIR`` inside them gets a copy when the guest is done.
 
 Where the VM cannot start (not root, no qemu, no kernel image), a developer's run says
 why and exits 0 with the lane skipped; under CI (``CI=true``) it exits 1: the lane must
@@ -114,7 +123,26 @@ def image_tag() -> str:
         return str(tomllib.load(f)["project"]["version"])
 
 
-def main(argv: list[str] | None = None) -> int:
+def inside_shares(path: str) -> bool:
+    """Whether ``path`` is inside a tree the guest shares read-only and remounts (the
+    checkout, the venv, its Python): a read-write share there would keep the remount
+    from happening."""
+    real = os.path.realpath(path)
+    return any(
+        real == d or real.startswith(d.rstrip("/") + "/")
+        for d in map(os.path.realpath, guest.python_dirs())
+    )
+
+
+def write_summary(results: str | None, summary: dict[str, object]) -> None:
+    """The lane's figures, ``lane.json`` in the results directory (when there is one)."""
+    if results is None:
+        return
+    with open(os.path.join(results, "lane.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+
+
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="vm-test.sh",
         description="Run the vm-marked tests inside a pure cgroup v2 guest (qemu, TCG).",
@@ -122,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memory", default="1G", help="guest RAM (qemu -m); default 1G")
     ap.add_argument("--cpus", type=int, default=2, help="guest CPUs; default 2")
     ap.add_argument("--timeout", type=float, default=1200.0, help="hard bound on the boot, seconds")
-    ap.add_argument("--results", default=None, help="keep the guest's results in this dir")
+    ap.add_argument(
+        "--results", default=None, help="keep the guest's results and lane.json in this dir"
+    )
     ap.add_argument(
         "--no-image", action="store_true", help="do not build the image (its test skips)"
     )
@@ -131,30 +161,17 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="use this scripts/build-image.sh --out DIR (core flavour) instead of building",
     )
+    ap.add_argument(
+        "--image-error",
+        default=None,
+        metavar="TEXT",
+        help="the image build failed, for this reason: the guest's image test reports it",
+    )
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
-    args = ap.parse_args(argv)
+    return ap
 
-    t0 = time.monotonic()
-    try:
-        kernel = guest.prepare(GUEST_PACKAGES)
-    except guest.GuestUnavailable as e:
-        if _ci():
-            print(f"VM lane FAILED to start under CI: {e}", file=sys.stderr)
-            return 1
-        print(f"VM lane SKIPPED: {e}", file=sys.stderr)
-        return 0
-    prepared = time.monotonic() - t0
 
-    results = args.results
-    if results is not None:
-        os.makedirs(results, exist_ok=True)
-    else:
-        results = tempfile.mkdtemp(prefix="contention-vm-results-")
-    env = {
-        "BCC_KERNEL_SOURCE": str(kernel.headers),
-        "CONTENTION_VM_KERNEL": kernel.release,
-        "CI": os.environ.get("CI", ""),
-    }
+def _seccomp(results: str, env: dict[str, str]) -> None:
     if SECCOMP_PROFILE.exists():
         # The guest sees /var under a tmpfs overlay: hand it a copy in the results dir.
         profile = os.path.join(results, "containers-common-seccomp.json")
@@ -164,17 +181,76 @@ def main(argv: list[str] | None = None) -> int:
         env["CONTENTION_VM_SECCOMP_VERSION"] = (
             version.read_text().strip() if version.exists() else ""
         )
-    # Inside the checkout: a directory the guest shares read-only, at the same path.
-    image_dir = str(guest.ROOT / "build" / "vm-image")
-    shutil.rmtree(image_dir, ignore_errors=True)
-    t = time.monotonic()
+
+
+def _image(args: argparse.Namespace, env: dict[str, str]) -> str | None:
+    """The guest's image (or why there is none) into ``env``. Returns the directory the
+    lane built it in, for the lane to remove: never one it was given."""
     if args.no_image:
         env["CONTENTION_VM_IMAGE_ERROR"] = "the lane ran with --no-image"
+    elif args.image_error:
+        env["CONTENTION_VM_IMAGE_ERROR"] = args.image_error
     elif args.image:
         env.update(image_env(os.path.abspath(args.image)))
     else:
+        # Inside the checkout: a directory the guest shares read-only, at the same path.
+        image_dir = str(guest.ROOT / "build" / "vm-image")
+        shutil.rmtree(image_dir, ignore_errors=True)
         print(f"==> VM lane: building the {IMAGE_FLAVOR} image for the guest", flush=True)
         env.update(build_image(image_dir))
+        return image_dir
+    return None
+
+
+def _run(spec: guest.GuestSpec, command: list[str], results: str) -> tuple[guest.GuestResult, int]:
+    """Boot the guest; once more if its own kernel crashed. Returns the result, boots."""
+    res = guest.run(spec, command, results_dir=results)
+    if not guest_kernel_crashed(res):
+        return res, 1
+    # The TCG guest's own kernel has panicked (seen twice in the page allocator while a
+    # container started): the guest died, no test failed. Boot once more, and say so;
+    # a second crash fails the lane.
+    print(
+        "==> VM lane: the guest kernel crashed; booting it once more\n"
+        f"--- console ---\n{res.console_tail}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return guest.run(spec, command, results_dir=results), 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.results is not None:
+        args.results = os.path.abspath(args.results)
+        os.makedirs(args.results, exist_ok=True)
+
+    t0 = time.monotonic()
+    try:
+        kernel = guest.prepare(GUEST_PACKAGES)
+    except guest.GuestUnavailable as e:
+        if _ci():
+            print(f"VM lane FAILED to start under CI: {e}", file=sys.stderr)
+            write_summary(args.results, {"status": None, "reason": f"cannot start: {e}"})
+            return 1
+        print(f"VM lane SKIPPED: {e}", file=sys.stderr)
+        write_summary(args.results, {"status": None, "skipped": str(e)})
+        return 0
+    prepared = time.monotonic() - t0
+
+    # The guest's own results directory: --results, unless the guest would not see it
+    # (inside a tree it remounts), then a temporary one copied there afterwards.
+    results = args.results
+    if results is None or inside_shares(results):
+        results = tempfile.mkdtemp(prefix="contention-vm-results-")
+    env = {
+        "BCC_KERNEL_SOURCE": str(kernel.headers),
+        "CONTENTION_VM_KERNEL": kernel.release,
+        "CI": os.environ.get("CI", ""),
+    }
+    _seccomp(results, env)
+    t = time.monotonic()
+    image_dir = _image(args, env)
     image_s = time.monotonic() - t
     spec = guest.GuestSpec(
         kernel=kernel,
@@ -191,20 +267,14 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     try:
-        res = guest.run(spec, guest_pytest(results, args.pytest_args), results_dir=results)
-        if guest_kernel_crashed(res):
-            # The TCG guest's own kernel has panicked (seen twice in the page allocator
-            # while a container started): the guest died, no test failed. Boot once
-            # more, and say so; a second crash fails the lane.
-            print(
-                "==> VM lane: the guest kernel crashed; booting it once more\n"
-                f"--- console ---\n{res.console_tail}",
-                file=sys.stderr,
-                flush=True,
-            )
-            res = guest.run(spec, guest_pytest(results, args.pytest_args), results_dir=results)
+        res, boots = _run(spec, guest_pytest(results, args.pytest_args), results)
     finally:
-        shutil.rmtree(image_dir, ignore_errors=True)
+        if image_dir is not None:
+            shutil.rmtree(image_dir, ignore_errors=True)
+        if args.results is not None and results != args.results:
+            shutil.copytree(results, args.results, dirs_exist_ok=True)
+            shutil.rmtree(results, ignore_errors=True)
+            results = args.results
     summary = {
         "kernel": kernel.release,
         "prepare_s": round(prepared, 1),
@@ -214,9 +284,9 @@ def main(argv: list[str] | None = None) -> int:
         "boot_s": res.boot_s,
         "status": res.status,
         "reason": res.reason,
+        "boots": boots,
     }
-    with open(os.path.join(results, "lane.json"), "w") as f:
-        json.dump(summary, f, indent=1)
+    write_summary(results, summary)
     print(
         f"==> VM lane: guest pytest exit {res.status}; boot {res.boot_s or 0:.0f}s, "
         f"guest {res.wall_s:.0f}s (+{prepared:.0f}s setup, {image_s:.0f}s image); results "
