@@ -6,8 +6,9 @@ guest kernel has BTF and the host userland it shares has libbpf, so any failure 
 is a failure. BCC loads where it can: a reason of the machine (no BCC, no headers...)
 skips it with that reason, anything else fails. BCC compiles against
 ``$BCC_KERNEL_SOURCE``: the lane points it at the guest kernel's own Debian headers.
-Each loaded probe is checked against the kernel's own accounting of the victim's
-run-queue wait (``/proc/<pid>/task/*/schedstat``), as on the test machines.
+Both are loaded at once and watch the same scene, each checked against the kernel's
+own accounting of the victim's run-queue wait (``/proc/<pid>/task/*/schedstat``), as on
+the test machines.
 """
 
 from __future__ import annotations
@@ -15,17 +16,16 @@ from __future__ import annotations
 import os
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import pytest
 
-from exporter.probe import SchedProbe
-from labs import LabCgroup, spawn_busy, spawn_periodic
+from exporter.probe import ProbeDelta, ProbeStatus, SchedProbe
+from labs import LabCgroup, LabLayout, spawn_busy, spawn_periodic
 from labs.scenarios import lab_cpu
 
 pytestmark = pytest.mark.vm
-
-MakeLab = Callable[..., LabCgroup]
 
 # Reasons that say "this machine cannot run BCC" (the values of the probe's REASON_*
 # constants): a skip, with the reason. Anything else (a verifier rejection, a compile or
@@ -33,28 +33,49 @@ MakeLab = Callable[..., LabCgroup]
 BCC_MACHINE_REASONS = frozenset({"no-bcc", "no-headers"})
 
 
+LOADERS = ("core", "bcc")
+
+
+@dataclass
+class LoaderRun:
+    status: ProbeStatus
+    load_s: float
+    delta: ProbeDelta | None = None
+    kernel_wait_s: tuple[float, float] = (0.0, 0.0)  # the victim's run_delay bounds
+
+
+@dataclass
+class Scene:
+    victim: LabCgroup
+    greedy: LabCgroup
+    runs: dict[str, LoaderRun] = field(default_factory=dict)
+
+
 def make_probe(loader: str) -> SchedProbe:
     return SchedProbe(kernel_source=os.environ.get("BCC_KERNEL_SOURCE"), loader=loader)
 
 
-@pytest.mark.timeout(600)  # BCC compiles with clang: minutes under TCG
-@pytest.mark.parametrize("loader", ["core", "bcc"])
-def test_probe_blames_the_busy_neighbour(loader: str, make_lab: MakeLab) -> None:
-    """A light victim (1 ms every 10 ms) and a busy neighbour share one CPU: the
-    victim's run-queue histogram fills and the neighbour holds most of its wait."""
-    probe = make_probe(loader)
+@pytest.fixture(scope="module")
+def scene(v2_layout: LabLayout) -> Iterator[Scene]:
+    """Both loaders loaded, then one scene for both: a light victim (1 ms every 10 ms)
+    and a busy neighbour share one CPU for 10 s, each probe polled between readings of
+    the kernel's run_delay for the victim."""
+    probes: dict[str, SchedProbe] = {}
+    made: list[LabCgroup] = []
     try:
-        t = time.monotonic()
-        st = probe.load()
-        load_s = time.monotonic() - t
-        if loader == "bcc" and not st.loaded and st.reason in BCC_MACHINE_REASONS:
-            pytest.skip(f"bcc cannot load on {platform.release()}: {st.reason}: {st.detail}")
-        assert (
-            st.loaded and st.loader == loader
-        ), f"{loader} failed to load on {platform.release()}: {st.reason}: {st.detail}"
-        victim = make_lab("probe-victim", cpu_weight=4)
-        greedy = make_lab("probe-greedy")
-        probe.set_tracked([victim.cgroup_id])
+        runs: dict[str, LoaderRun] = {}
+        for loader in LOADERS:
+            probes[loader] = make_probe(loader)
+            t = time.monotonic()
+            st = probes[loader].load()
+            runs[loader] = LoaderRun(st, time.monotonic() - t)
+        loaded = {k: p for k, p in probes.items() if runs[k].status.loaded}
+        victim = LabCgroup.create("probe-victim", layout=v2_layout, cpu_weight=4)
+        made.append(victim)
+        greedy = LabCgroup.create("probe-greedy", layout=v2_layout)
+        made.append(greedy)
+        for p in loaded.values():
+            p.set_tracked([victim.cgroup_id])
         cpu = lab_cpu()
         workers = [
             spawn_busy(greedy, threads=1, seconds=20),
@@ -66,23 +87,48 @@ def test_probe_blames_the_busy_neighbour(loader: str, make_lab: MakeLab) -> None
         time.sleep(2.0)
         # The kernel's run_delay read just before and just after each poll brackets
         # what the probe can have recorded in between (both count a wait at its end).
-        before = workers[1].run_delay_ns()
-        probe.poll()
-        start = (before, workers[1].run_delay_ns())
+        start = {}
+        for k, p in loaded.items():
+            before = workers[1].run_delay_ns()
+            p.poll()
+            start[k] = (before, workers[1].run_delay_ns())
         time.sleep(8.0)
-        before = workers[1].run_delay_ns()
-        d = probe.poll()
-        after = workers[1].run_delay_ns()
+        for k, p in loaded.items():
+            before = workers[1].run_delay_ns()
+            runs[k].delta = p.poll()
+            after = workers[1].run_delay_ns()
+            runs[k].kernel_wait_s = ((before - start[k][1]) / 1e9, (after - start[k][0]) / 1e9)
+        yield Scene(victim, greedy, runs)
     finally:
-        probe.close()
-    lo, hi = (before - start[1]) / 1e9, (after - start[0]) / 1e9
+        for p in probes.values():
+            p.close()
+        for cg in reversed(made):
+            cg.remove()
+
+
+@pytest.mark.timeout(600)  # BCC compiles with clang: minutes under TCG
+@pytest.mark.parametrize("loader", LOADERS)
+def test_probe_blames_the_busy_neighbour(loader: str, scene: Scene) -> None:
+    """The victim's run-queue histogram fills, its waits agree with the kernel's
+    run_delay, and the neighbour holds most of its wait."""
+    run = scene.runs[loader]
+    st = run.status
+    if loader == "bcc" and not st.loaded and st.reason in BCC_MACHINE_REASONS:
+        pytest.skip(f"bcc cannot load on {platform.release()}: {st.reason}: {st.detail}")
+    assert (
+        st.loaded and st.loader == loader
+    ), f"{loader} failed to load on {platform.release()}: {st.reason}: {st.detail}"
+    d = run.delta
+    assert d is not None
+    lo, hi = run.kernel_wait_s
+    victim, greedy = scene.victim, scene.greedy
     r = d.runq.get(victim.cgroup_id)
     assert r is not None and r.events > 50, f"no run-queue waits for the victim: {r}"
     row = d.blame.get(victim.cgroup_id, {})
     total = sum(c.wait_s for c in row.values())
     share = (row[greedy.cgroup_id].wait_s / total) if greedy.cgroup_id in row and total else 0.0
     print(
-        f"{loader} on {platform.release()}: loaded in {load_s:.1f}s ({st.detail}); victim "
+        f"{loader} on {platform.release()}: loaded in {run.load_s:.1f}s ({st.detail}); victim "
         f"{r.events} waits, {r.sum_s:.2f}s (kernel run_delay {lo:.2f}..{hi:.2f}s); greedy "
         f"holds {share:.0%} of the blamed wait"
     )

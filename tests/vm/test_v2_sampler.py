@@ -5,18 +5,22 @@ fixture trees: ``cpu.max`` throttling and v2 ``cpu.stat``, ``cpu.weight`` and ev
 per-cgroup memory file. Here the kernel writes them. Expected numbers are those of the
 ``throttled`` lab (200m limit, busy threads: throttled in nearly every period, ~0.2
 cores) and the ``weights`` lab (requests 100m and 800m become weights 4 and 32, the CPU
-splits near 1:8); docs/labs.md describes both.
+splits near 1:8); docs/labs.md describes both. The CPU and memory checks share one
+scene (:func:`scene`): their containers run at once, so the guest waits for one window,
+not three.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
-from labs import LabCgroup, kubelet_shares, shares_to_weight, spawn_busy
+from labs import LabCgroup, LabLayout, kubelet_shares, shares_to_weight, spawn_busy
 from labs.cgroups import flat_keyed
 from labs.exporter_proc import ExporterProcess, Scrape
 from labs.scenarios import lab_cpu
@@ -138,19 +142,75 @@ def test_every_v2_file_is_read_from_the_kernel(
     print(f"read {len(set(read))} distinct files; per container: {sorted(V2_CGROUP_FILES)}")
 
 
-def test_cpu_max_throttling(exporter: ExporterProcess, make_lab: MakeLab) -> None:
+@dataclass
+class Scene:
+    """One window over three containers that run at once: the ``throttled`` lab's
+    (200m, 4 busy threads), the ``weights`` lab's pair (4:32 on one CPU) and a reader of
+    a 64 MiB file inside a 48 MiB memory.max. The weights pair has the last CPU to
+    itself; the other two share the first."""
+
+    throttled: LabCgroup
+    low: LabCgroup
+    high: LabCgroup
+    memfiles: LabCgroup
+    first: Scrape  # a scrape with every container present
+    s0: Scrape
+    s1: Scrape
+    elapsed: float  # between the two scrapes' passes
+    kernel_throttle: dict[str, int]  # the kernel's cpu.stat deltas around the window
+
+
+@pytest.fixture(scope="module")
+def scene(exporter: ExporterProcess, v2_layout: LabLayout) -> Iterator[Scene]:
+    scratch = os.environ.get("CONTENTION_VM_SCRATCH")
+    assert scratch, "the guest has no scratch disk"
+    made: list[LabCgroup] = []
+
+    def make(name: str, **kw: Any) -> LabCgroup:
+        made.append(LabCgroup.create(name, layout=v2_layout, **kw))
+        return made[-1]
+
+    data = os.path.join(scratch, "memfiles.data")
+    try:
+        low_w, high_w = (shares_to_weight(kubelet_shares(c)) for c in (0.1, 0.8))
+        throttled = make("throttled", cpu_quota_cores=0.2)
+        low, high = make("weight-low", cpu_weight=low_w), make("weight-high", cpu_weight=high_w)
+        memfiles = make("memfiles", memory_max=48 * MIB, memory_high=40 * MIB)
+        first_cpu, last_cpu = min(os.sched_getaffinity(0)), lab_cpu()
+        workers = [(spawn_busy(throttled, threads=4, seconds=45), first_cpu)]
+        workers += [(spawn_busy(cg, threads=1, seconds=45), last_cpu) for cg in (low, high)]
+        scan = ["scan", "--file", data, "--mib", "64", "--rate-mib", "4"]
+        workers.append((spawn_memory(memfiles, scan, seconds=45), first_cpu))
+        for w, cpu in workers:
+            for pid in (w.pid, *w.children):
+                os.sched_setaffinity(pid, {cpu})
+        first = _present(exporter, throttled.path)
+        for cg in (low, high, memfiles):
+            first = _present(exporter, cg.path)
+        k0 = flat_keyed(throttled.read("cpu.stat"))
+        s0, s1, elapsed = _window(exporter, high.path, 10.0)
+        k1 = flat_keyed(throttled.read("cpu.stat"))
+        kd = {k: k1[k] - k0[k] for k in ("nr_periods", "nr_throttled", "throttled_usec")}
+        yield Scene(throttled, low, high, memfiles, first, s0, s1, elapsed, kd)
+    finally:
+        for cg in reversed(made):
+            cg.remove()
+        if os.path.exists(data):
+            os.unlink(data)
+
+
+def test_cpu_max_throttling(scene: Scene) -> None:
     """200m limit (cpu.max 20000 100000), 4 busy threads: ~0.2 cores, throttled in
     >= 90 % of its periods, throttled time and PSI from the v2 files (the ``throttled`` lab)."""
-    lab = make_lab("throttled", cpu_quota_cores=0.2)
+    lab, s0, s1, elapsed, kd = (
+        scene.throttled,
+        scene.s0,
+        scene.s1,
+        scene.elapsed,
+        scene.kernel_throttle,
+    )
     assert lab.read("cpu.max").split() == ["20000", "100000"]
-    spawn_busy(lab, threads=4, seconds=40)
-    first = _present(exporter, lab.path)
-    assert first.value("contention_cpu_limit_cores", cgroup=lab.path) == pytest.approx(0.2)
-
-    k0 = flat_keyed(lab.read("cpu.stat"))
-    s0, s1, elapsed = _window(exporter, lab.path, 8.0)
-    k1 = flat_keyed(lab.read("cpu.stat"))
-    kd = {k: k1[k] - k0[k] for k in ("nr_periods", "nr_throttled", "throttled_usec")}
+    assert scene.first.value("contention_cpu_limit_cores", cgroup=lab.path) == pytest.approx(0.2)
     cores = _delta(s0, s1, USAGE, cgroup=lab.path) / elapsed
     periods = _delta(s0, s1, "contention_cpu_cfs_periods_total", cgroup=lab.path)
     throttled = _delta(s0, s1, "contention_cpu_cfs_throttled_periods_total", cgroup=lab.path)
@@ -171,48 +231,26 @@ def test_cpu_max_throttling(exporter: ExporterProcess, make_lab: MakeLab) -> Non
     assert throttled_s > 0 and some / elapsed >= 0.5, summary
 
 
-def test_weights_from_requests(exporter: ExporterProcess, make_lab: MakeLab) -> None:
+def test_weights_from_requests(scene: Scene) -> None:
     """Requests 100m and 800m become cpu.weight 4 and 32 (the kubelet's shares, in the
     kernel's conversion); two busy loops on one CPU split it close to 1:8."""
     low_w, high_w = (shares_to_weight(kubelet_shares(c)) for c in (0.1, 0.8))
     assert (low_w, high_w) == (4, 32)
-    low = make_lab("weight-low", cpu_weight=low_w)
-    high = make_lab("weight-high", cpu_weight=high_w)
-    cpu = lab_cpu()
-    for cg in (low, high):
-        w = spawn_busy(cg, threads=1, seconds=40)
-        for pid in (w.pid, *w.children):
-            os.sched_setaffinity(pid, {cpu})
-    _present(exporter, low.path)
-    s1 = _present(exporter, high.path)
+    low, high, s0, s1 = scene.low, scene.high, scene.s0, scene.s1
     assert s1.value("contention_cpu_weight", cgroup=low.path) == 4
     assert s1.value("contention_cpu_weight", cgroup=high.path) == 32
-    s0, s1, elapsed = _window(exporter, high.path, 8.0)
-    lo = _delta(s0, s1, USAGE, cgroup=low.path) / elapsed
-    hi = _delta(s0, s1, USAGE, cgroup=high.path) / elapsed
+    lo = _delta(s0, s1, USAGE, cgroup=low.path) / scene.elapsed
+    hi = _delta(s0, s1, USAGE, cgroup=high.path) / scene.elapsed
     print(f"one CPU, weights 4:32 -> {hi:.2f} : {lo:.2f} cores (ratio {hi / max(lo, 1e-9):.1f})")
     assert lo > 0.01, f"the low-weight loop did not run: {lo:.3f} cores"
     assert 4 <= hi / lo <= 16, f"usage ratio {hi / lo:.1f}, want close to 8"
 
 
-def test_memory_files_under_a_limit(exporter: ExporterProcess, make_lab: MakeLab) -> None:
+def test_memory_files_under_a_limit(scene: Scene) -> None:
     """A container reading a 64 MiB file inside a 48 MiB memory.max (memory.high
     40 MiB): the exporter's memory series follow the kernel's files: usage at the
     limit, refaults and memory.events high/max rising, memory pressure present."""
-    scratch = os.environ.get("CONTENTION_VM_SCRATCH")
-    assert scratch, "the guest has no scratch disk"
-    cg = make_lab("memfiles", memory_max=48 * MIB, memory_high=40 * MIB)
-    path = os.path.join(scratch, "memfiles.data")
-    try:
-        args = ["scan", "--file", path, "--mib", "64", "--rate-mib", "4"]
-        spawn_memory(cg, args, seconds=45)
-        _present(exporter, cg.path)
-        s0, s1, elapsed = _window(exporter, cg.path, 10.0)
-    finally:
-        cg.stop_workers()
-        if os.path.exists(path):
-            os.unlink(path)
-    p = cg.path
+    p, s0, s1, elapsed = scene.memfiles.path, scene.s0, scene.s1, scene.elapsed
     usage = s1.value("contention_memory_usage_bytes", cgroup=p)
     refaults = _delta(s0, s1, "contention_memory_workingset_refaults_total", cgroup=p, type="file")
     high = _delta(s0, s1, "contention_memory_events_total", cgroup=p, event="high")
