@@ -3,8 +3,8 @@
  * Compiled once (scripts/build-bpf.sh -> bpf/sched_probe.bpf.o, committed) and loaded
  * by libbpf, which relocates every task_struct access against the running kernel's
  * BTF: no headers and no compiler on the node. Same maps, counters and semantics as
- * the BCC program (sched_probe.c); layouts and the attribution logic are shared
- * (sched_probe.h, sched_probe_logic.h); docs/probe.md explains both.
+ * the BCC program (sched_probe.c): layouts, maps, pid entries and the attribution
+ * logic are shared (sched_probe.h, sched_probe_logic.h); docs/probe.md explains both.
  *
  * BTF-enabled tracepoints hand the programs the task_structs themselves, so:
  *   - a task's cgroup is read from the task (task->cgroups->dfl_cgrp->kn->id) when it
@@ -40,75 +40,38 @@ const volatile struct probe_knobs knobs SEC(".rodata.knobs") = {
 	.switch_has_state = 1,
 };
 
-/* Sizes are set by the loader before load (bpf_map__set_max_entries). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, u64);
-	__type(value, u32);
-} tracked SEC(".maps"); /* victim cgroup -> its histogram slot, written by userspace */
+/* The maps (sched_probe_maps.h) and their access, the libbpf way. Sizes are
+ * placeholders: the loader sets each before load (bpf_map__set_max_entries). */
+#define MAP(kind, name, key_type, value_type, size)                                        \
+	struct {                                                                           \
+		__uint(type, kind);                                                        \
+		__uint(max_entries, size);                                                 \
+		__type(key, key_type);                                                     \
+		__type(value, value_type);                                                 \
+	} name SEC(".maps")
+#define MAP_HASH(name, key, value, size) MAP(BPF_MAP_TYPE_HASH, name, key, value, size)
+#define MAP_ARRAY(name, value, size) MAP(BPF_MAP_TYPE_ARRAY, name, u32, value, size)
+#define MAP_PERCPU_ARRAY(name, value, size) MAP(BPF_MAP_TYPE_PERCPU_ARRAY, name, u32, value, size)
+#define MAP_LOOKUP(map, key) bpf_map_lookup_elem(&map, key)
+#define MAP_INSERT(map, key, value) bpf_map_update_elem(&map, key, value, BPF_NOEXIST)
+#define MAP_DELETE(map, key) bpf_map_delete_elem(&map, key)
+#define MAX_CGROUPS 4096
+#define MAX_PIDS 65536
+#define MAX_BLAME 32768
+#define MAX_CPUS 1 /* the loader sets: possible CPUs */
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, u32);
-	__type(value, u32);
-} tracked_gen SEC(".maps"); /* bumped by userspace after each change to `tracked` */
+#define KNOB_MAX_PIDS knobs.max_pids
+#define KNOB_OCCUPANCY knobs.occupancy
+#define KNOB_RING_MASK knobs.ring_mask
+#define KNOB_RING_WALK RING_MAX_SLOTS
+#define RING_EARLY_EXIT 1 /* sched_probe_logic.h: attribute_wait */
+#define KNOB_NBOUNDS knobs.nbounds
+#define KNOB_BOUND(i) knobs.bounds_ns[i]
+#define KNOB_MIN_WAIT knobs.min_wait_ns
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 65536);
-	__type(key, u32);
-	__type(value, struct pid_state);
-} pid_direct SEC(".maps"); /* pid < max_pids: slot = pid */
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, u32);
-	__type(value, struct pid_state);
-} pid_hashed SEC(".maps"); /* pid >= max_pids */
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 4096);
-	__type(key, u32);
-	__type(value, struct runq_hist);
-} runq SEC(".maps"); /* histogram slot -> histogram (with its owner) */
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 32768);
-	__type(key, struct blame_key);
-	__type(value, struct blame_cell);
-} blame SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1); /* the loader sets: possible CPUs */
-	__type(key, u32);
-	__type(value, struct cpu_ring);
-} cpu_rings SEC(".maps"); /* CPU -> its run slices (sched_probe.h: why not per-CPU) */
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, u32);
-	__type(value, struct cpu_stats);
-} cpu_stats SEC(".maps");
+#include "sched_probe_logic.h"
 
 #define EXIT_ZOMBIE_OR_DEAD 0x30 /* task->exit_state at its last switch-out */
-
-static __always_inline struct cpu_stats *this_cpu(void)
-{
-	u32 zero = 0;
-	return bpf_map_lookup_elem(&cpu_stats, &zero);
-}
-
-static __always_inline struct cpu_ring *ring_of(u32 cpu)
-{
-	return bpf_map_lookup_elem(&cpu_rings, &cpu); /* NULL past max_entries */
-}
 
 static __always_inline bool rq_clock_usable(void)
 {
@@ -159,108 +122,6 @@ static __always_inline bool prev_runnable(u64 *ctx, struct task_struct *prev)
 	return ((struct task_struct___pre514 *)prev)->state == 0;
 }
 
-static __always_inline struct pid_state *pid_find(u32 pid)
-{
-	if (pid < knobs.max_pids)
-		return bpf_map_lookup_elem(&pid_direct, &pid);
-	return bpf_map_lookup_elem(&pid_hashed, &pid);
-}
-
-static __always_inline u32 current_gen(void)
-{
-	u32 zero = 0;
-	u32 *gen = bpf_map_lookup_elem(&tracked_gen, &zero);
-	return gen ? *gen : 0;
-}
-
-/* The histogram slot of `cgroup` (NO_SLOT: not tracked): from the pid's entry when its
- * cache is current, else from the tracked hash (then cached). Also keeps the entry's
- * cgroup. `ps` may be NULL (a hashed pid without an entry). */
-static __always_inline u32 slot_of(struct cpu_stats *st, struct pid_state *ps, u64 cgroup)
-{
-	u32 gen = current_gen();
-	if (ps && ps->cgroup == cgroup && ps->gen == gen)
-		return ps->slot;
-	u32 *found = bpf_map_lookup_elem(&tracked, &cgroup);
-	u32 slot = found ? *found : NO_SLOT;
-	if (ps) {
-		if (ps->cgroup == 0) /* an empty direct slot */
-			st->stats[STAT_PIDS_INSERTED]++;
-		ps->cgroup = cgroup;
-		ps->slot = slot;
-		ps->gen = gen;
-	}
-	return slot;
-}
-
-/* A hashed pid's new entry (NULL: the hash part is full). Only tracked tasks get one:
- * pids below max_pids are direct-mapped and need none. */
-static __always_inline struct pid_state *pid_insert(struct cpu_stats *st, u32 pid, u64 cgroup,
-						    u32 slot)
-{
-	if (pid < knobs.max_pids) /* for the verifier: a direct lookup never fails */
-		return NULL;
-	struct pid_state fresh = {.cgroup = cgroup, .slot = slot, .gen = current_gen()};
-	int err = bpf_map_update_elem(&pid_hashed, &pid, &fresh, BPF_NOEXIST);
-	struct pid_state *ps = bpf_map_lookup_elem(&pid_hashed, &pid);
-	if (err == 0)
-		st->stats[STAT_PIDS_INSERTED]++;
-	else if (!ps) /* not a lost race: the map is full */
-		st->stats[STAT_FAIL_PIDS]++;
-	return ps;
-}
-
-static __always_inline void forget_pid(struct cpu_stats *st, u32 pid)
-{
-	struct pid_state *ps = pid_find(pid);
-	if (!ps || ps->cgroup == 0)
-		return;
-	if (ps->since != 0)
-		st->stats[STAT_START_DELETED]++;
-	if (pid < knobs.max_pids) {
-		ps->since = 0;
-		ps->cgroup = 0;
-		ps->gen = 0;
-		st->stats[STAT_PIDS_DELETED]++;
-	} else if (bpf_map_delete_elem(&pid_hashed, &pid) == 0) {
-		st->stats[STAT_PIDS_DELETED]++;
-	}
-}
-
-/* Add `ns` of `victim`'s wait to `culprit`'s cell. */
-static __always_inline void blame_add(struct cpu_stats *st, u64 victim, u64 culprit, u64 ns)
-{
-	struct blame_key key = {.victim = victim, .culprit = culprit};
-	struct blame_cell *cell = bpf_map_lookup_elem(&blame, &key);
-	if (!cell) {
-		struct blame_cell zero = {};
-		if (bpf_map_update_elem(&blame, &key, &zero, BPF_NOEXIST) != 0 &&
-		    !bpf_map_lookup_elem(&blame, &key)) {
-			st->stats[STAT_FAIL_BLAME]++;
-			return;
-		}
-		cell = bpf_map_lookup_elem(&blame, &key);
-		if (!cell)
-			return;
-	}
-	__sync_fetch_and_add(&cell->wait_ns, ns);
-	__sync_fetch_and_add(&cell->events, 1);
-}
-
-#define KNOB_RING_MASK knobs.ring_mask
-#define KNOB_RING_WALK RING_MAX_SLOTS
-#define RING_EARLY_EXIT 1 /* sched_probe_logic.h: attribute_wait */
-#define KNOB_NBOUNDS knobs.nbounds
-#define KNOB_BOUND(i) knobs.bounds_ns[i]
-#define KNOB_MIN_WAIT knobs.min_wait_ns
-
-static __always_inline struct runq_hist *runq_slot(u32 slot)
-{
-	return bpf_map_lookup_elem(&runq, &slot);
-}
-
-#include "sched_probe_logic.h"
-
 /* Task `pid` of `cgroup` is runnable since `since`: it starts waiting if tracked. */
 static __always_inline void became_runnable(struct cpu_stats *st, u32 pid, u64 cgroup,
 					    u64 since)
@@ -269,7 +130,7 @@ static __always_inline void became_runnable(struct cpu_stats *st, u32 pid, u64 c
 	u32 slot = slot_of(st, ps, cgroup);
 	if (slot == NO_SLOT)
 		return;
-	if (!ps)
+	if (!ps) /* only tracked tasks get a hashed entry: pids below max_pids need none */
 		ps = pid_insert(st, pid, cgroup, slot);
 	mark_waiting(st, ps, cgroup, slot, since);
 }
@@ -307,26 +168,14 @@ int handle_sched_switch(u64 *ctx)
 	struct pid_state *ps = pid_find(next_pid);
 	if (!ps)
 		return 0;
-	u64 since = ps->since;
+	u64 since = end_wait(st, ps);
 	if (since == 0)
 		return 0;
-	u64 victim = ps->victim;
-	u32 vslot = ps->victim_slot;
-	ps->since = 0;
-	st->stats[STAT_START_DELETED]++;
 	/* The rq clock is not re-read when a wakeup asked the scheduler to skip the update
 	 * (wakeup preemption), so a wait can read 0; and clocks of two CPUs can be a
 	 * little apart after a migration. Both are recorded as a wait of 0 ns, as the
 	 * kernel's own run-delay accounting does. */
-	u64 delta = now > since ? now - since : 0;
-	record_histogram(st, vslot, victim, delta);
-	if (delta < knobs.min_wait_ns)
-		return 0;
-	st->stats[STAT_BLAME_EVENTS]++;
-	if (!knobs.occupancy)
-		blame_add(st, victim, prev_cgroup, delta);
-	else if (now > ps->attr_since) /* since, or when it left the CPU it waited on */
-		attribute_wait(ring, st, victim, ps->attr_since, now);
+	record_wait(ring, st, ps, prev_cgroup, now > since ? now - since : 0, now);
 	return 0;
 }
 

@@ -12,8 +12,8 @@
  * members, whose offsets depend on kernel headers that may not match the running
  * kernel. Tracepoint layouts come from tracefs, so they are always right.
  *
- * Knobs are -D cflags set by the loader (exporter/probe/bcc.py); map layouts and the
- * attribution logic are shared with the CO-RE program (sched_probe.h,
+ * Knobs are -D cflags set by the loader (exporter/probe/bcc.py); the maps, the pid
+ * entries and the attribution logic are shared with the CO-RE program (sched_probe.h,
  * sched_probe_logic.h). Counters are never reset here: userspace diffs reads.
  */
 #include "sched_probe.h"
@@ -51,131 +51,35 @@
 #define PREV_STATE_PREEMPTED 0x100 /* TASK_REPORT_MAX: preempted while runnable */
 #define PREV_STATE_EXITING 0x30    /* EXIT_DEAD | EXIT_ZOMBIE: its last switch-out */
 
-BPF_HASH(tracked, u64, u32, MAX_CGROUPS);   /* victim -> histogram slot (userspace) */
-BPF_ARRAY(tracked_gen, u32, 1);             /* bumped by userspace when `tracked` changes */
-BPF_ARRAY(pid_direct, struct pid_state, MAX_PIDS);            /* pid < MAX_PIDS: slot = pid */
-BPF_HASH(pid_hashed, u32, struct pid_state, MAX_PIDS);        /* pid >= MAX_PIDS */
-BPF_ARRAY(runq, struct runq_hist, MAX_CGROUPS); /* histogram slot -> histogram + owner */
-BPF_HASH(blame, struct blame_key, struct blame_cell, MAX_BLAME);
-BPF_ARRAY(cpu_rings, struct cpu_ring, MAX_CPUS); /* CPU -> its run slices (sched_probe.h) */
-BPF_PERCPU_ARRAY(cpu_stats, struct cpu_stats, 1);
+/* The maps, declared BCC's way. */
+#define MAP_HASH(name, key, value, size) BPF_HASH(name, key, value, size)
+#define MAP_ARRAY(name, value, size) BPF_ARRAY(name, value, size)
+#define MAP_PERCPU_ARRAY(name, value, size) BPF_PERCPU_ARRAY(name, value, size)
+#include "sched_probe_maps.h"
 
-/* Cost notes (bench/probe_bench.py, docs/probe.md): per-CPU and plain array lookups
- * are inlined and nearly free; a hash lookup costs tens of ns, a hash update or an
- * insert + delete several hundred. So the per-wait path below does no hash insert or
- * delete at all: a wait is two field writes in the pid's entry. */
-
-static __always_inline struct cpu_stats *this_cpu(void)
+/* Their access for sched_probe_logic.h. BCC rewrites a map call (map.lookup(...))
+ * only where it is written, never inside a macro ("cannot use map function inside a
+ * macro"): one function for each map and operation the shared code uses. */
+#define MAP_LOOKUP(map, key) map##_lookup(key)
+#define MAP_INSERT(map, key, value) map##_insert(key, value)
+#define MAP_DELETE(map, key) map##_delete(key)
+static __always_inline void *cpu_stats_lookup(void *key) { return cpu_stats.lookup(key); }
+static __always_inline void *cpu_rings_lookup(void *key) { return cpu_rings.lookup(key); }
+static __always_inline void *pid_direct_lookup(void *key) { return pid_direct.lookup(key); }
+static __always_inline void *pid_hashed_lookup(void *key) { return pid_hashed.lookup(key); }
+static __always_inline int pid_hashed_insert(void *key, void *value)
 {
-	int zero = 0;
-	return cpu_stats.lookup(&zero);
+	return pid_hashed.insert(key, value);
 }
+static __always_inline int pid_hashed_delete(void *key) { return pid_hashed.delete(key); }
+static __always_inline void *tracked_gen_lookup(void *key) { return tracked_gen.lookup(key); }
+static __always_inline void *tracked_lookup(void *key) { return tracked.lookup(key); }
+static __always_inline void *runq_lookup(void *key) { return runq.lookup(key); }
+static __always_inline void *blame_lookup(void *key) { return blame.lookup(key); }
+static __always_inline int blame_insert(void *key, void *value) { return blame.insert(key, value); }
 
-static __always_inline struct cpu_ring *ring_of(u32 cpu)
-{
-	return cpu_rings.lookup(&cpu); /* NULL past MAX_CPUS */
-}
-
-/* The pid's state entry, or NULL. A direct slot is returned even when empty
- * (cgroup 0): callers check. */
-static __always_inline struct pid_state *pid_find(u32 pid)
-{
-	if (pid < MAX_PIDS)
-		return pid_direct.lookup(&pid);
-	return pid_hashed.lookup(&pid);
-}
-
-/* Remember that `pid` runs in `cgroup`; returns its entry (NULL: the hash part is
- * full). Written only when it changed, so an unchanged entry stays a clean line. */
-static __always_inline struct pid_state *remember_cgroup(struct cpu_stats *st, u32 pid,
-							 u64 cgroup)
-{
-	struct pid_state *ps = pid_find(pid);
-	if (ps) {
-		if (ps->cgroup != cgroup) {
-			if (ps->cgroup == 0) /* an empty direct slot */
-				st->stats[STAT_PIDS_INSERTED]++;
-			ps->cgroup = cgroup;
-			ps->gen = NO_SLOT; /* the cached slot was the old cgroup's */
-		}
-		return ps;
-	}
-	if (pid < MAX_PIDS) /* for the verifier: a direct lookup never fails */
-		return NULL;
-	struct pid_state fresh = {.cgroup = cgroup, .gen = NO_SLOT};
-	int err = pid_hashed.insert(&pid, &fresh);
-	ps = pid_hashed.lookup(&pid);
-	if (err == 0)
-		st->stats[STAT_PIDS_INSERTED]++;
-	else if (!ps) /* not a lost race: the map is full */
-		st->stats[STAT_FAIL_PIDS]++;
-	else if (ps->cgroup != cgroup) {
-		ps->cgroup = cgroup;
-		ps->gen = NO_SLOT;
-	}
-	return ps;
-}
-
-static __always_inline void forget_pid(struct cpu_stats *st, u32 pid)
-{
-	struct pid_state *ps = pid_find(pid);
-	if (!ps || ps->cgroup == 0)
-		return;
-	if (ps->since != 0)
-		st->stats[STAT_START_DELETED]++;
-	if (pid < MAX_PIDS) {
-		ps->since = 0;
-		ps->cgroup = 0;
-		ps->gen = NO_SLOT;
-		st->stats[STAT_PIDS_DELETED]++;
-	} else if (pid_hashed.delete(&pid) == 0) {
-		st->stats[STAT_PIDS_DELETED]++;
-	}
-}
-
-static __always_inline u32 current_gen(void)
-{
-	int zero = 0;
-	u32 *gen = tracked_gen.lookup(&zero);
-	return gen ? *gen : 0;
-}
-
-/* The histogram slot of `cgroup` (NO_SLOT: not tracked): from the pid's entry when its
- * cache is current, else from the tracked hash (then cached). */
-static __always_inline u32 slot_of(struct pid_state *ps, u64 cgroup)
-{
-	u32 gen = current_gen();
-	if (ps && ps->cgroup == cgroup && ps->gen == gen)
-		return ps->slot;
-	u32 *found = tracked.lookup(&cgroup);
-	u32 slot = found ? *found : NO_SLOT;
-	if (ps && ps->cgroup == cgroup) {
-		ps->slot = slot;
-		ps->gen = gen;
-	}
-	return slot;
-}
-
-
-/* Add `ns` of `victim`'s wait to `culprit`'s cell. */
-static __always_inline void blame_add(struct cpu_stats *st, u64 victim, u64 culprit, u64 ns)
-{
-	struct blame_key key = {.victim = victim, .culprit = culprit};
-	struct blame_cell *cell = blame.lookup(&key);
-	if (!cell) {
-		struct blame_cell zero = {};
-		if (blame.insert(&key, &zero) != 0 && !blame.lookup(&key)) {
-			st->stats[STAT_FAIL_BLAME]++;
-			return;
-		}
-		cell = blame.lookup(&key);
-		if (!cell)
-			return;
-	}
-	__sync_fetch_and_add(&cell->wait_ns, ns);
-	__sync_fetch_and_add(&cell->events, 1);
-}
-
+#define KNOB_MAX_PIDS MAX_PIDS
+#define KNOB_OCCUPANCY ATTR_OCCUPANCY
 #define KNOB_RING_MASK (RING_SLOTS - 1)
 #define KNOB_RING_WALK RING_SLOTS
 #ifndef RING_EARLY_EXIT
@@ -186,12 +90,20 @@ static __always_inline void blame_add(struct cpu_stats *st, u64 victim, u64 culp
 #define KNOB_MIN_WAIT MIN_WAIT_NS
 static const u64 runq_bounds[RUNQ_MAX_BOUNDS] = {RUNQ_BOUNDS_NS};
 
-static __always_inline struct runq_hist *runq_slot(u32 slot)
-{
-	return runq.lookup(&slot);
-}
-
 #include "sched_probe_logic.h"
+
+/* Remember that `pid` runs in `cgroup`; returns its entry (NULL: the hash part is
+ * full). BCC sees a task's cgroup only while it is current, so every task that
+ * switches out gets an entry. */
+static __always_inline struct pid_state *remember_cgroup(struct cpu_stats *st, u32 pid,
+							 u64 cgroup)
+{
+	struct pid_state *ps = pid_find(pid);
+	if (!ps)
+		ps = pid_insert(st, pid, cgroup, NO_SLOT);
+	set_cgroup(st, ps, cgroup);
+	return ps;
+}
 
 TRACEPOINT_PROBE(sched, sched_switch)
 {
@@ -219,7 +131,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
 		} else {
 			struct pid_state *ps = remember_cgroup(st, prev_pid, prev_cgroup);
 			if (state == 0 || (state & PREV_STATE_PREEMPTED)) {
-				u32 slot = slot_of(ps, prev_cgroup);
+				u32 slot = slot_of(st, ps, prev_cgroup);
 				if (slot != NO_SLOT) {
 #if !ATTR_OCCUPANCY
 					now = bpf_ktime_get_ns();
@@ -255,31 +167,16 @@ TRACEPOINT_PROBE(sched, sched_switch)
 #endif
 	if (!ps)
 		return 0;
-	u64 since = ps->since;
+	u64 since = end_wait(st, ps);
 	if (since == 0)
 		return 0;
-	u64 victim = ps->victim;
-	u32 vslot = ps->victim_slot;
-	ps->since = 0;
-	st->stats[STAT_START_DELETED]++;
 #if !ATTR_OCCUPANCY
 	if (now == 0)
 		now = bpf_ktime_get_ns();
 #endif
 	if (now <= since)
 		return 0;
-	u64 delta = now - since;
-	record_histogram(st, vslot, victim, delta);
-	if (delta < MIN_WAIT_NS)
-		return 0;
-	st->stats[STAT_BLAME_EVENTS]++;
-#if ATTR_OCCUPANCY
-	u64 attr_since = ps->attr_since; /* since, or when it left the CPU it waited on */
-	if (now > attr_since)
-		attribute_wait(ring, st, victim, attr_since, now);
-#else
-	blame_add(st, victim, prev_cgroup, delta);
-#endif
+	record_wait(ring, st, ps, prev_cgroup, now - since, now);
 	return 0;
 }
 
@@ -295,7 +192,7 @@ TRACEPOINT_PROBE(sched, sched_wakeup)
 		st->stats[STAT_UNKNOWN_PID]++;
 		return 0;
 	}
-	u32 slot = slot_of(ps, cgroup);
+	u32 slot = slot_of(st, ps, cgroup);
 	if (slot != NO_SLOT)
 		mark_waiting(st, ps, cgroup, slot, bpf_ktime_get_ns());
 	return 0;
@@ -310,7 +207,7 @@ TRACEPOINT_PROBE(sched, sched_wakeup_new)
 	u32 pid = args->pid;
 	u64 cgroup = bpf_get_current_cgroup_id();
 	struct pid_state *ps = remember_cgroup(st, pid, cgroup);
-	u32 slot = slot_of(ps, cgroup);
+	u32 slot = slot_of(st, ps, cgroup);
 	if (slot != NO_SLOT)
 		mark_waiting(st, ps, cgroup, slot, bpf_ktime_get_ns());
 	return 0;

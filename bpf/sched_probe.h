@@ -90,11 +90,22 @@ struct pid_state {
 	u64 attr_since;  /* the wait is attributed up to here (since, or its last migration) */
 	u32 victim_slot; /* and that cgroup's histogram slot */
 	u32 slot;        /* cached: the histogram slot of `cgroup`, NO_SLOT if untracked */
-	u32 gen;         /* the tracked-set generation the cache was filled in */
+	u32 gen;         /* the tracked-set generation the cache was filled in, or NO_GEN */
 	u32 pad;
 };
 
 #define NO_SLOT 0xffffffffU
+
+/* The one invalid-generation marker: an entry whose cache is not valid for any
+ * generation (its cgroup changed, or the pid was forgotten) has gen = NO_GEN. The
+ * cache is used when gen equals current_gen(), and that returns 0 until userspace
+ * first writes tracked_gen (nothing tracked yet, or the lookup failed), while
+ * userspace's generations run from 1 to 0xfffffffe and wrap to 1
+ * (exporter/probe/kernel_maps.py: TrackedSlots): 0xffffffff is the one value
+ * current_gen() never returns. 0 would match before the first write: a task of an
+ * untracked cgroup would be taken for a tracked one, at whatever slot its entry held
+ * (tests/integration/test_probe_kernel.py: test_nothing_waits_before_anything_is_tracked). */
+#define NO_GEN 0xffffffffU
 
 /* Victim histograms live in an array indexed by a slot userspace assigns to each
  * tracked cgroup (tracked: cgroup -> slot), so recording a wait is an array access,

@@ -1,18 +1,150 @@
-/* The map-free parts of the scheduler probe, shared by the CO-RE program
- * (sched_probe.bpf.c) and the BCC program (sched_probe.c) so both attribute alike.
+/* Everything the scheduler probe does the same way in both flavours, written once:
+ * the CO-RE program (sched_probe.bpf.c, libbpf's bpf_helpers.h) and the BCC program
+ * (sched_probe.c, compiled by BCC with its own map syntax) include it, so both keep
+ * the same per-pid entries and attribute alike. What differs stays in each program:
+ * how a hook learns a task's cgroup and the time, and the hooks themselves.
  *
- * The includer defines, before including this file:
+ * The includer includes sched_probe_maps.h (the maps), then defines:
+ *   MAP_LOOKUP(map, key)            a pointer to the value at *key, or NULL
+ *   MAP_INSERT(map, key, value)     insert *value at *key if absent (0: inserted)
+ *   MAP_DELETE(map, key)            delete *key (0: deleted)
+ *   KNOB_MAX_PIDS       pids below this use the direct array
+ *   KNOB_OCCUPANCY      1: occupancy attribution, 0: last runner
  *   KNOB_RING_MASK      ring slots in use - 1 (a power of two - 1, < RING_MAX_SLOTS)
  *   KNOB_RING_WALK      a compile-time bound on the slices walked (<= RING_MAX_SLOTS)
  *   RING_EARLY_EXIT     1: the walk stops at the first slice older than the wait
  *   KNOB_NBOUNDS        finite histogram bounds in use (<= RUNQ_MAX_BOUNDS)
  *   KNOB_BOUND(i)       the i-th bound in ns
  *   KNOB_MIN_WAIT       min_wait in ns: shorter waits stay out of the matrix
- *   blame_add(cs, victim, culprit, ns)   adds ns to a matrix cell (its map, its way)
- *   runq_slot(slot)     the histogram at `slot` (an array lookup), or NULL
  */
 #ifndef CONTENTION_SCHED_PROBE_LOGIC_H
 #define CONTENTION_SCHED_PROBE_LOGIC_H
+
+#include "sched_probe_maps.h"
+
+/* Cost notes (bench/probe_bench.py, docs/probe.md): per-CPU and plain array lookups
+ * are inlined and nearly free; a hash lookup costs tens of ns, a hash update or an
+ * insert + delete several hundred. So the per-wait path does no hash insert or
+ * delete at all: a wait is two field writes in the pid's entry. */
+
+static __always_inline struct cpu_stats *this_cpu(void)
+{
+	u32 zero = 0;
+	return MAP_LOOKUP(cpu_stats, &zero);
+}
+
+static __always_inline struct cpu_ring *ring_of(u32 cpu)
+{
+	return MAP_LOOKUP(cpu_rings, &cpu); /* NULL past the possible CPUs */
+}
+
+/* The pid's entry, or NULL (a hashed pid without one). A direct slot is returned even
+ * when empty (cgroup 0): callers check. */
+static __always_inline struct pid_state *pid_find(u32 pid)
+{
+	if (pid < KNOB_MAX_PIDS)
+		return MAP_LOOKUP(pid_direct, &pid);
+	return MAP_LOOKUP(pid_hashed, &pid);
+}
+
+/* The tracked set's generation: what userspace last wrote, 0 before its first write. */
+static __always_inline u32 current_gen(void)
+{
+	u32 zero = 0;
+	u32 *gen = MAP_LOOKUP(tracked_gen, &zero);
+	return gen ? *gen : 0;
+}
+
+/* A hashed pid's new entry (NULL: the hash part is full), for a task in `cgroup`
+ * whose histogram slot is `slot`, cached for the current generation (NO_SLOT: not
+ * looked up, nothing cached). */
+static __always_inline struct pid_state *pid_insert(struct cpu_stats *cs, u32 pid, u64 cgroup,
+						    u32 slot)
+{
+	if (pid < KNOB_MAX_PIDS) /* for the verifier: a direct lookup never fails */
+		return NULL;
+	struct pid_state fresh = {
+		.cgroup = cgroup,
+		.slot = slot,
+		.gen = slot == NO_SLOT ? NO_GEN : current_gen(),
+	};
+	int err = MAP_INSERT(pid_hashed, &pid, &fresh);
+	struct pid_state *ps = MAP_LOOKUP(pid_hashed, &pid);
+	if (err == 0)
+		cs->stats[STAT_PIDS_INSERTED]++;
+	else if (!ps) /* not a lost race: the map is full */
+		cs->stats[STAT_FAIL_PIDS]++;
+	return ps;
+}
+
+/* Entry `ps` (NULL: none could be had) belongs to a task in `cgroup`. An entry that
+ * held another cgroup, or none (an empty direct slot), takes this one, and its cached
+ * slot, the old cgroup's, becomes invalid. Written only when it changed, so an
+ * unchanged entry stays a clean line. */
+static __always_inline void set_cgroup(struct cpu_stats *cs, struct pid_state *ps, u64 cgroup)
+{
+	if (!ps || ps->cgroup == cgroup)
+		return;
+	if (ps->cgroup == 0)
+		cs->stats[STAT_PIDS_INSERTED]++;
+	ps->cgroup = cgroup;
+	ps->gen = NO_GEN;
+}
+
+static __always_inline void forget_pid(struct cpu_stats *cs, u32 pid)
+{
+	struct pid_state *ps = pid_find(pid);
+	if (!ps || ps->cgroup == 0)
+		return;
+	if (ps->since != 0)
+		cs->stats[STAT_START_DELETED]++;
+	if (pid < KNOB_MAX_PIDS) {
+		ps->since = 0;
+		ps->cgroup = 0;
+		ps->gen = NO_GEN;
+		cs->stats[STAT_PIDS_DELETED]++;
+	} else if (MAP_DELETE(pid_hashed, &pid) == 0) {
+		cs->stats[STAT_PIDS_DELETED]++;
+	}
+}
+
+/* The histogram slot of `cgroup` (NO_SLOT: not tracked) for the task of entry `ps`,
+ * which is in `cgroup` now: from the entry's cache when it is of `cgroup` and of the
+ * current generation, else from the tracked hash, then kept in the entry (with the
+ * cgroup). `ps` may be NULL (a hashed pid without an entry). */
+static __always_inline u32 slot_of(struct cpu_stats *cs, struct pid_state *ps, u64 cgroup)
+{
+	u32 gen = current_gen();
+	if (ps && ps->cgroup == cgroup && ps->gen == gen)
+		return ps->slot;
+	u32 *found = MAP_LOOKUP(tracked, &cgroup);
+	u32 slot = found ? *found : NO_SLOT;
+	if (ps) {
+		set_cgroup(cs, ps, cgroup);
+		ps->slot = slot;
+		ps->gen = gen;
+	}
+	return slot;
+}
+
+/* Add `ns` of `victim`'s wait to `culprit`'s cell. */
+static __always_inline void blame_add(struct cpu_stats *cs, u64 victim, u64 culprit, u64 ns)
+{
+	struct blame_key key = {.victim = victim, .culprit = culprit};
+	struct blame_cell *cell = MAP_LOOKUP(blame, &key);
+	if (!cell) {
+		struct blame_cell zero = {};
+		if (MAP_INSERT(blame, &key, &zero) != 0 && !MAP_LOOKUP(blame, &key)) {
+			cs->stats[STAT_FAIL_BLAME]++;
+			return;
+		}
+		cell = MAP_LOOKUP(blame, &key);
+		if (!cell)
+			return;
+	}
+	__sync_fetch_and_add(&cell->wait_ns, ns);
+	__sync_fetch_and_add(&cell->events, 1);
+}
 
 /* The histogram slot of a wait: the first bound that holds it, else the overflow. */
 static __always_inline u32 hist_slot(u64 delta)
@@ -149,7 +281,7 @@ static __always_inline void record_histogram(struct cpu_stats *cs, u32 vslot, u6
 					     u64 delta)
 {
 	u32 slot = hist_slot(delta);
-	struct runq_hist *h = runq_slot(vslot);
+	struct runq_hist *h = MAP_LOOKUP(runq, &vslot);
 	if (!h || h->owner != victim)
 		return;
 	if (slot >= RUNQ_MAX_SLOTS) /* for the verifier */
@@ -157,6 +289,38 @@ static __always_inline void record_histogram(struct cpu_stats *cs, u32 vslot, u6
 	__sync_fetch_and_add(&h->slots[slot], 1);
 	__sync_fetch_and_add(&h->sum_ns, delta);
 	cs->stats[STAT_RUNQ_EVENTS]++;
+}
+
+/* The task of entry `ps` is switched in: no longer waiting. Returns when its wait
+ * began (0: it was not waiting). */
+static __always_inline u64 end_wait(struct cpu_stats *cs, struct pid_state *ps)
+{
+	u64 since = ps->since;
+	if (since == 0)
+		return 0;
+	ps->since = 0;
+	cs->stats[STAT_START_DELETED]++;
+	return since;
+}
+
+/* The wait that entry `ps` just ended at `now` on the CPU whose ring is `ring`, after
+ * `prev` (a cgroup or CULPRIT_IDLE_KEY) ran there, lasted `delta` ns: into the victim's
+ * histogram and, if at least min_wait, into the matrix: split over the slices since
+ * it began, or since it left the CPU it waited on (occupancy), or all of it to `prev`
+ * (last runner). */
+static __always_inline void record_wait(struct cpu_ring *ring, struct cpu_stats *cs,
+					struct pid_state *ps, u64 prev, u64 delta, u64 now)
+{
+	u64 victim = ps->victim;
+	record_histogram(cs, ps->victim_slot, victim, delta);
+	if (delta < KNOB_MIN_WAIT)
+		return;
+	cs->stats[STAT_BLAME_EVENTS]++;
+	u64 attr_since = ps->attr_since; /* since, or when it left the CPU it waited on */
+	if (!KNOB_OCCUPANCY)
+		blame_add(cs, victim, prev, delta);
+	else if (now > attr_since)
+		attribute_wait(ring, cs, victim, attr_since, now);
 }
 
 #endif /* CONTENTION_SCHED_PROBE_LOGIC_H */

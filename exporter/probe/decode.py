@@ -43,6 +43,7 @@ STAT = {name: i for i, name in enumerate(STAT_NAMES)}
 U64 = struct.Struct("<Q")  # tracked keys (victim cgroup id)
 U32 = struct.Struct("<I")  # array keys (runq slot, tracked_gen), tracked values (slot)
 NO_SLOT = 0xFFFFFFFF
+NO_GEN = 0xFFFFFFFF  # a pid entry's cache is valid for no generation
 # struct runq_hist: owner, slots[RUNQ_MAX_SLOTS], sum_ns
 RUNQ_VALUE = struct.Struct(f"<{RUNQ_MAX_SLOTS + 2}Q")
 BLAME_KEY = struct.Struct("<QQ")  # struct blame_key: victim, culprit

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from .backend import ProbeKnobs
 from .decode import (
     BLAME_KEY,
+    NO_GEN,
     U32,
     U64,
     blame_item,
@@ -34,7 +35,9 @@ class TrackedSlots:
     reads them from the ``tracked`` map), and the tracked-set generation the kernel's
     per-pid caches are checked against. One per loaded probe."""
 
-    MAX_GEN = 0xFFFFFFFE  # 0xFFFFFFFF marks an invalid cache entry in the kernel
+    # Never the kernel's invalid-generation marker (NO_GEN, bpf/sched_probe.h says
+    # why), nor 0, what the kernel reads before the first write.
+    MAX_GEN = NO_GEN - 1
 
     def __init__(self, capacity: int) -> None:
         self.slot: dict[int, int] = {}  # victim cgroup id -> slot

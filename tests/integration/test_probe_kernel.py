@@ -364,6 +364,26 @@ def test_no_phantom_victims(make_lab: MakeLab, load_probe: Callable[..., SchedPr
     assert events * 60 / 5 < 50 * 6  # per minute, well under the finding's floor x 6
 
 
+def test_nothing_waits_before_anything_is_tracked(
+    make_lab: MakeLab, load_probe: Callable[..., SchedProbe]
+) -> None:
+    """Until userspace first tracks a cgroup the kernel reads tracked-set generation 0.
+    A pid entry whose cached slot is invalid (its cgroup just changed) is marked NO_GEN
+    (bpf/sched_probe.h), never 0: marked 0, such a task would be taken for a tracked
+    one, at whatever slot its entry held, and start waiting (BCC, which notes a task's
+    cgroup before it looks its slot up: a build marking 0 counted ~6,000 enqueues in
+    this test). Busy loops preempted on both CPUs switch out runnable all over."""
+    probe = load_probe(min_wait_us=0)
+    lab = make_lab("probe-untracked")
+    probe.poll()
+    busy = spawn_busy(lab, threads=4, seconds=1.5)
+    assert busy.wait(10.0) is not None
+    d = probe.poll()
+    assert d.context_switches > 100, d.context_switches  # it did run
+    assert (d.enqueues, d.runq_events, d.blame_events) == (0, 0, 0)
+    assert not d.runq and not d.blame
+
+
 def test_pid_churn_removed_cgroup_and_prune(
     make_lab: MakeLab, load_probe: Callable[..., SchedProbe]
 ) -> None:
