@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("exporter.probe",),  # scheduler probe: loader, maps, blame, probe folding
     ("exporter.sampler",),  # one pass, the loop, entitlements, snapshot types
     ("exporter.findings",),  # the evaluator and the finding model
+    ("exporter.yamlout",),  # the one YAML writer of generated files
     ("exporter.promql", "exporter.rules", "exporter.dashboards"),  # generators
     ("exporter.exposition",),  # families and their rendered bytes
     ("exporter.server", "exporter.web"),  # HTTP: routes, and the transport below them
