@@ -1,53 +1,222 @@
 #!/usr/bin/env bash
-# Set up everything the test suite needs on a fresh Debian host, then run it all:
-# lint, types, generated-file freshness, unit, real-kernel and end-to-end tests, and
-# the VM lane (the vm-marked tests inside a pure cgroup v2 guest: scripts/vm-test.sh).
-# Run as root: the kernel tests create cgroups and load BPF (they skip, saying why,
-# otherwise). Extra arguments go to pytest on the host (e.g. -k throttl, -m 'not kernel');
+# Set up everything the test suite needs on a fresh Debian host, then run all of it in
+# lanes, each timed, and print a table of them at the end (docs/testing.md). What CI's
+# .ci/run runs, as root, on a clean clone:
+#
+#   setup                 scripts/setup.sh --test
+#   image build (core)    scripts/build-image.sh --flavor core, once, for the VM lane's
+#                         guest and the host's image tests (root only)
+#   then the VM lane (scripts/vm-test.sh: the vm-marked tests in a pure cgroup v2 guest,
+#   qemu TCG, about one CPU for ten minutes) in the background, its output in vm.log,
+#   beside the lanes that are not timing-sensitive:
+#     lint+types          ruff check, ruff format --check, mypy
+#     generated files     scripts/check-generated.sh
+#     unit, fuzz, image   pytest tests/unit, tests/fuzz, tests/image
+#   and once it is done, on a quiet machine, the real-kernel lanes:
+#     kernel, e2e         pytest tests/integration, tests/e2e
+#
+# A lane that fails does not stop the others; the exit status is non-zero if any failed.
+# pytest's "no tests collected" (5) is a failure in every lane. Results go to
+# $CONTENTION_TEST_RESULTS (default build/test-results/, emptied first): each pytest
+# lane's junit file, vm/ (the VM lane's lane.json, the guest's junit.xml, vm.log),
+# lanes.tsv (each lane's start, end and status) and lanes.md (the table below, as
+# markdown: python -m tests.support.lane_report DIR prints it again).
+#
+# Run as root: the kernel tests create cgroups and load BPF, the image is built with
+# mmdebstrap (as another user they skip, saying why). With arguments it runs one host
+# pytest with them instead of the host lanes (lane "pytest (selection)", e.g.
+# ./scripts/test.sh -k throttl, or -m 'not kernel'), then the VM lane.
 # CONTENTION_VM_LANE=0 leaves the VM lane out of a developer's run (never under CI).
-set -euo pipefail
+set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
-bash scripts/setup.sh --test
+RESULTS="${CONTENTION_TEST_RESULTS:-$ROOT/build/test-results}"
+rm -rf "$RESULTS"
+mkdir -p "$RESULTS" || exit 1
+RESULTS="$(cd "$RESULTS" && pwd)"
+LANES="$RESULTS/lanes.tsv"
+VMDIR="$RESULTS/vm"
+# The core image for the guest and the image tests: inside the checkout, which the
+# guest sees at the same path (the results directory might be elsewhere).
+IMAGE="$ROOT/build/test-image"
+
+now() { date +%s.%N; }
+printf '#started\t%s\n' "$(now)" >"$LANES"
+step() { printf '\n==> %s\n' "$*"; }
+failed=0
+
+# record NAME START END RC KIND PATH: one line of lanes.tsv (RC "-": left out, and PATH
+# says why)
+record() {
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$LANES"
+  case "$4" in 0 | -) ;; *) failed=1 ;; esac
+}
+
+# lane NAME KIND PATH COMMAND...: run, time and record one lane (its status also in
+# LAST_RC); never stops the script
+LAST_RC=0
+lane() {
+  local name="$1" kind="$2" path="$3" start rc
+  shift 3
+  step "$name"
+  start="$(now)"
+  "$@"
+  rc=$?
+  if [ "$kind" = pytest ] && [ "$rc" -eq 5 ]; then
+    echo "pytest collected no tests: that is a failure here" >&2
+  fi
+  [ "$rc" -eq 0 ] || echo "==> lane $name FAILED (exit $rc)" >&2
+  record "$name" "$start" "$(now)" "$rc" "$kind" "$path"
+  LAST_RC="$rc"
+}
+
+# left_out NAME WHY KIND: a lane not run, recorded with the reason
+left_out() {
+  step "$1: left out ($2)"
+  local t
+  t="$(now)"
+  record "$1" "$t" "$t" - "$3" "$2"
+}
+
+# pytest_lane NAME DIR [ENV=VALUE...]: pytest on one directory, its junit file kept
+pytest_lane() {
+  local name="$1" dir="$2"
+  shift 2
+  lane "$name" pytest "$name.xml" env "$@" pytest "$dir" \
+    --junitxml="$RESULTS/$name.xml" -o junit_suite_name="$name"
+}
+
+lint_types() {
+  local rc=0
+  ruff check . || rc=1
+  ruff format --check . || rc=1
+  mypy || rc=1
+  return "$rc"
+}
+
+build_core_image() {
+  rm -rf "$IMAGE"
+  mkdir -p "$IMAGE" || return 1
+  # stderr shown as it comes and kept (its tail is the reason handed on when it fails);
+  # stdout (the image's reference) kept for the image tests
+  bash scripts/build-image.sh --flavor core --out "$IMAGE" 2>&1 >"$IMAGE/build-image.stdout" |
+    tee "$RESULTS/image-build.log" >&2
+  return "${PIPESTATUS[0]}"
+}
+
+ci="$(printf '%s' "${CI:-}" | tr '[:upper:]' '[:lower:]')"
+vm_wanted() { [ "${CONTENTION_VM_LANE:-1}" != 0 ] || [[ "$ci" =~ ^(true|1|yes)$ ]]; }
+
+# The VM lane in the background: its output to vm.log, its end time to .lane-end.
+VM_PID=""
+vm_start() {
+  mkdir -p "$VMDIR"
+  VM_START="$(now)"
+  step "VM lane: pure cgroup v2 guest (scripts/vm-test.sh), in the background: $VMDIR/vm.log"
+  (
+    child=""
+    trap '[ -n "$child" ] && kill -TERM "$child" 2>/dev/null; wait' TERM INT
+    bash scripts/vm-test.sh --results "$VMDIR" "$@" &
+    child=$!
+    wait "$child"
+    rc=$?
+    printf '%s\t%s\n' "$rc" "$(now)" >"$VMDIR/.lane-end"
+    exit "$rc"
+  ) >"$VMDIR/vm.log" 2>&1 &
+  VM_PID=$!
+}
+
+vm_wait() {
+  local rc end
+  step "waiting for the VM lane"
+  wait "$VM_PID"
+  rc=$?
+  VM_PID=""
+  end="$(cut -f2 "$VMDIR/.lane-end" 2>/dev/null || now)"
+  if [ "$rc" -eq 0 ]; then
+    step "VM lane output ($VMDIR/vm.log)"
+    cat "$VMDIR/vm.log"
+  else
+    step "VM lane FAILED (exit $rc); the end of its output (all of it: $VMDIR/vm.log)"
+    tail -n 300 "$VMDIR/vm.log"
+  fi
+  record "VM lane" "$VM_START" "$end" "$rc" vm vm
+}
+
+# A foreground VM lane (with arguments: after the selection, as before)
+vm_foreground() {
+  mkdir -p "$VMDIR"
+  local start rc
+  step "VM lane: pure cgroup v2 guest (scripts/vm-test.sh)"
+  start="$(now)"
+  bash scripts/vm-test.sh --results "$VMDIR" 2>&1 | tee "$VMDIR/vm.log"
+  rc="${PIPESTATUS[0]}"
+  record "VM lane" "$start" "$(now)" "$rc" vm vm
+}
+
+on_signal() {
+  if [ -n "$VM_PID" ]; then
+    echo "test.sh: interrupted; stopping the VM lane (pid $VM_PID)" >&2
+    kill -TERM "$VM_PID" 2>/dev/null
+    wait "$VM_PID"
+  fi
+  exit 130
+}
+trap on_signal INT TERM
+
+lane setup step - bash scripts/setup.sh --test
 VENV="${CONTENTION_VENV:-$ROOT/.venv}"
 export PATH="$VENV/bin:$PATH"
 if [ -e /var/cache/contention-exporter/kernel-source ]; then
   export BCC_KERNEL_SOURCE="${BCC_KERNEL_SOURCE:-/var/cache/contention-exporter/kernel-source}"
 fi
 
-step() { printf '\n==> %s\n' "$*"; }
-
-step "ruff"
-ruff check .
-ruff format --check .
-step "mypy"
-mypy
-
-if [ -x scripts/check-generated.sh ]; then
-  step "generated files are fresh"
-  bash scripts/check-generated.sh
-fi
-
-step "pytest"
-set +e
-pytest "$@"
-rc=$?
-set -e
-if [ "$rc" -eq 5 ]; then
-  echo "pytest collected no tests: that is a failure here" >&2
-  rc=1
-fi
-
-step "VM lane: pure cgroup v2 guest (scripts/vm-test.sh)"
-ci="$(printf '%s' "${CI:-}" | tr '[:upper:]' '[:lower:]')"
-if [ "${CONTENTION_VM_LANE:-1}" = 0 ] && [[ ! "$ci" =~ ^(true|1|yes)$ ]]; then
-  echo "VM lane left out (CONTENTION_VM_LANE=0)"
+if [ $# -gt 0 ]; then
+  # A selection: one host pytest with the arguments given, then the VM lane.
+  lane "pytest (selection)" pytest "selection.xml" \
+    pytest --junitxml="$RESULTS/selection.xml" -o junit_suite_name=selection "$@"
+  if vm_wanted; then vm_foreground; else left_out "VM lane" CONTENTION_VM_LANE=0 vm; fi
 else
-  set +e
-  bash scripts/vm-test.sh
-  vm_rc=$?
-  set -e
-  [ "$vm_rc" -eq 0 ] || rc=$(( rc == 0 ? vm_rc : rc ))
+  image_tests=()
+  vm_image=()
+  if [ "$(id -u)" -ne 0 ]; then
+    left_out "image build (core)" "not root: the image and VM lanes skip" step
+  else
+    lane "image build (core)" step - build_core_image
+    if [ "$LAST_RC" -eq 0 ] && [ -f "$IMAGE/rootfs-core.tar" ]; then
+      image_tests=("CONTENTION_IMAGE_CORE_DIR=$IMAGE")
+      vm_image=(--image "$IMAGE")
+    else
+      why="scripts/build-image.sh failed: $(tail -n 3 "$RESULTS/image-build.log" | paste -sd '|' | sed 's/|/ | /g')"
+      image_tests=("CONTENTION_IMAGE_CORE_ERROR=$why")
+      vm_image=(--image-error "$why")
+    fi
+  fi
+  if vm_wanted; then vm_start "${vm_image[@]}"; else left_out "VM lane" CONTENTION_VM_LANE=0 vm; fi
+
+  lane lint+types step - lint_types
+  if [ -x scripts/check-generated.sh ]; then
+    lane "generated files" step - bash scripts/check-generated.sh
+  else
+    left_out "generated files" "no scripts/check-generated.sh" step
+  fi
+  pytest_lane unit tests/unit
+  pytest_lane fuzz tests/fuzz
+  pytest_lane image tests/image "${image_tests[@]}"
+
+  [ -z "$VM_PID" ] || vm_wait
+  rm -rf "$IMAGE"
+  # Real-kernel lanes last, alone: timing-sensitive, they need a quiet machine.
+  pytest_lane kernel tests/integration
+  pytest_lane e2e tests/e2e
 fi
-exit "$rc"
+
+step "lanes (results in $RESULTS)"
+PY="$VENV/bin/python"
+[ -x "$PY" ] || PY=python3
+"$PY" -m tests.support.lane_report "$RESULTS" || {
+  echo "test.sh: the lane report failed; the lanes as recorded:" >&2
+  cat "$LANES"
+}
+exit "$failed"
