@@ -1,22 +1,25 @@
-# The everyday commands (CONTRIBUTING.md). `./scripts/test.sh` is what CI runs: setup,
-# then everything below. These targets assume the venv exists (`make venv` makes it).
-# Real-kernel targets take the shared kernel lock, like every real-kernel run here.
+# The everyday commands (CONTRIBUTING.md). `make check` before every commit: lint, types,
+# unit and fuzz. `./scripts/test.sh` is what CI runs: setup, then everything below, in
+# timed lanes. These targets assume the venv exists (`make venv` makes it). Real-kernel
+# targets take the shared kernel lock, like every real-kernel run here.
 
 VENV ?= .venv
 BIN := $(VENV)/bin
 LOCK := flock /tmp/contention-kernel.lock
-UNIT := not kernel and not e2e and not probe and not vm and not fuzz
+UNIT := not kernel and not e2e and not probe and not vm and not fuzz and not image
 
-.PHONY: help venv lint fmt types unit fuzz fuzz-full generate bpf check-generated kernel e2e vm \
-	bench test
+.PHONY: help venv check lint fmt types unit fuzz fuzz-full image generate bpf check-generated \
+	kernel e2e vm bench test
 
 help:
 	@echo "make venv             create .venv with the dev extras (scripts/setup.sh --test)"
+	@echo "make check            before every commit: lint, types, unit, fuzz (~3.5 min)"
 	@echo "make lint             ruff check + ruff format --check + mypy"
 	@echo "make fmt              ruff format and ruff check --fix"
 	@echo "make unit             unit tests on fixture trees (no root, no kernel)"
 	@echo "make fuzz             the seeded fuzz runs at the suite's sizes (~30 s)"
 	@echo "make fuzz-full        the fuzz runs at full size, bench/README.md (minutes)"
+	@echo "make image            build the core and bcc images and inspect them (root)"
 	@echo "make generate         regenerate rules, dashboards and the promtool tests"
 	@echo "make bpf              rebuild the CO-RE probe bpf/sched_probe.bpf.o (clang)"
 	@echo "make check-generated  fail when a generated file is stale (what CI runs)"
@@ -24,10 +27,12 @@ help:
 	@echo "make e2e              end-to-end tests with Prometheus and Alertmanager (root)"
 	@echo "make vm               the VM lane: vm tests in a pure cgroup v2 guest (root; locked)"
 	@echo "make bench            the benchmarks in bench/ (under the kernel lock)"
-	@echo "make test             the whole suite, as CI runs it (scripts/test.sh)"
+	@echo "make test             the whole suite in timed lanes, as CI runs it (scripts/test.sh)"
 
 venv:
 	bash scripts/setup.sh --test
+
+check: lint unit fuzz
 
 lint: types
 	$(BIN)/ruff check .
@@ -48,6 +53,9 @@ fuzz:
 
 fuzz-full:
 	CONTENTION_PYTHON=$(abspath $(BIN))/python bash bench/fuzz_full.sh
+
+image:
+	$(BIN)/pytest -m image tests/image
 
 generate:
 	$(BIN)/contention-exporter rules generate
