@@ -12,11 +12,11 @@ from ..rules.pack import (
     DEFAULT_INTERVAL,
     RULE_FILE,
     check_interval,
-    dump_yaml,
     render_files,
     render_rule_file,
 )
 from ..rules.promtool import PromtoolMissing, check_rules
+from ..yamlout import dump_yaml
 from .common import add_config_argument, add_generate_arguments, thresholds_or_exit
 from .generated_files import sync
 

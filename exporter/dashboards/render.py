@@ -16,11 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 
 from ..findings.thresholds import Thresholds
+from ..yamlout import dump_yaml
 from .base import DRILLDOWN_UID, OVERVIEW_UID
 from .drilldown import build_drilldown
 from .overview import build_overview
@@ -56,21 +56,8 @@ def dashboard_json(model: dict[str, Any]) -> str:
     return json.dumps(model, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-class _Dumper(yaml.SafeDumper):
-    pass
-
-
-def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
-    return dumper.represent_scalar(
-        "tag:yaml.org,2002:str", data, style="|" if "\n" in data else None
-    )
-
-
-_Dumper.add_representer(str, _str)
-
-
 def _yaml(doc: Any) -> str:
-    return HEADER + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
+    return HEADER + dump_yaml(doc)
 
 
 def configmap(uid: str, text: str) -> str:
