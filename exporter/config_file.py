@@ -1,8 +1,8 @@
 """One way to read a YAML configuration file: safely, strictly, and validated against
 its JSON Schema (``exporter/data/*.schema.json``).
 
-Both the thresholds file (``--config``) and the metadata file (``--metadata-file``)
-go through here:
+The thresholds file (``--config``), the metadata file (``--metadata-file``) and the
+web configuration (``--web.config.file``) go through here:
 
 * **reading**: at most :data:`MAX_CONFIG_BYTES`, non-blocking, regular files only,
   strict UTF-8;
@@ -15,8 +15,8 @@ go through here:
   number), every number has bounds; the first problem is reported as one line naming
   the file, the key and the value.
 
-:class:`WatchedFile` re-reads a file when it changes and keeps the last good contents
-when an edit is bad: logged once per bad version, counted for
+:class:`WatchedFile` re-reads a file when it, or a file it names, changes and keeps the
+last good contents when an edit is bad: logged once per bad version, counted for
 ``contention_config_reload_failures_total``.
 """
 
@@ -149,10 +149,10 @@ def load_yaml(data: bytes, source: str) -> Any:
             loader.dispose()
 
 
-def read_config(path: str) -> bytes:
+def read_config(path: str, max_bytes: int = MAX_CONFIG_BYTES) -> bytes:
     """A configuration file's bytes (errors: :class:`ConfigError`, naming the file)."""
     try:
-        data = read_bytes(path, MAX_CONFIG_BYTES)
+        data = read_bytes(path, max_bytes)
     except CgroupParseError as e:
         raise ConfigError(f"{path}: {e.reason}") from None
     except OSError as e:
@@ -205,8 +205,8 @@ def key_path(path: Iterable[Any]) -> str:
 def describe(e: jsonschema.ValidationError) -> str:
     """One schema error as ``<key>: <what is wrong> (got <value>)``."""
     where = f"{key_path(e.absolute_path)}: " if e.absolute_path else ""
-    got = f" (got {_value(e.instance)})"
     sub: Mapping[str, Any] = e.schema if isinstance(e.schema, Mapping) else {}
+    got = "" if sub.get("x-secret") else f" (got {_value(e.instance)})"  # never a password
     hint = sub.get("x-hint")  # "<key>: must be <hint> (got <value>)"
     v, arg = e.validator, e.validator_value
     if v == "additionalProperties" and isinstance(e.instance, Mapping):
@@ -271,7 +271,7 @@ class ConfigFileStatus:
     """A watched file's state, for ``contention_config_*``."""
 
     path: str
-    kind: str  # "thresholds" or "metadata"
+    kind: str  # "thresholds", "metadata" or "web"
     last_reload_ok: bool
     reload_failures_total: int
     last_error: str
@@ -283,14 +283,28 @@ class WatchedFile(Generic[T]):
     ``parse`` turns the file's bytes into the value (raising :class:`ConfigError`).
     :meth:`load` is the start: any problem raises. :meth:`poll` is the run: a changed
     file is read again; if it is bad the last good value stays, the problem is logged
-    once for that version of the file and counted.
+    once for that version of the file and counted. ``names`` lists the other files a
+    value was built from (certificates, keys): a change to one of them is a change of
+    the file. ``check(old, new)`` may refuse a change that parses (:class:`ConfigError`).
     """
 
-    def __init__(self, path: str, kind: str, parse: Callable[[bytes, str], T]) -> None:
+    def __init__(
+        self,
+        path: str,
+        kind: str,
+        parse: Callable[[bytes, str], T],
+        *,
+        names: Callable[[T], Iterable[str]] | None = None,
+        check: Callable[[T, T], None] | None = None,
+        max_bytes: int = MAX_CONFIG_BYTES,
+    ) -> None:
         self.path = path
         self.kind = kind
         self._parse = parse
-        self._version: tuple[int, ...] | None = None  # the version last tried
+        self._names = names
+        self._check = check
+        self._max_bytes = max_bytes
+        self._version: tuple[object, ...] | None = None  # the version last tried
         self._failures = 0
         self._ok = True
         self._error = ""
@@ -298,28 +312,32 @@ class WatchedFile(Generic[T]):
         self.value: T = self.load()
 
     def load(self) -> T:
-        version = self._stat()
-        value = self._parse(read_config(self.path), self.path)
-        self._version = version
+        own = self._stat()
+        value = self._read()
+        self._version = self._version_of(own, value)
         return value
 
     def poll(self) -> bool:
         """Take a changed file if it is good; True when the value changed. Never
         raises: a bad or missing file keeps the last good value."""
         try:
-            version = self._stat()
+            own = self._stat()
         except ConfigError as e:
             return self._failed((), str(e))
+        version = self._version_of(own, self.value)
         if version == self._version:
             return False
         try:
-            value = self._parse(read_config(self.path), self.path)
+            value = self._read()
+            if self._check is not None:
+                self._check(self.value, value)
         except ConfigError as e:
             return self._failed(version, str(e))
         except Exception as e:  # a bug in a parser must not stop the sampler
             return self._failed(version, f"{self.path}: {type(e).__name__}: {e}")
         with self._lock:
-            self.value, self._version, self._ok, self._error = value, version, True, ""
+            self.value, self._ok, self._error = value, True, ""
+            self._version = self._version_of(own, value)
         log.info("%s file %s reloaded", self.kind, self.path)
         return True
 
@@ -327,7 +345,10 @@ class WatchedFile(Generic[T]):
         with self._lock:
             return ConfigFileStatus(self.path, self.kind, self._ok, self._failures, self._error)
 
-    def _failed(self, version: tuple[int, ...], error: str) -> bool:
+    def _read(self) -> T:
+        return self._parse(read_config(self.path, self._max_bytes), self.path)
+
+    def _failed(self, version: tuple[object, ...], error: str) -> bool:
         if version == self._version:
             return False  # this version was tried and said already
         with self._lock:
@@ -338,7 +359,24 @@ class WatchedFile(Generic[T]):
 
     def _stat(self) -> tuple[int, ...]:
         try:
-            st = os.stat(self.path)
+            return _stat(self.path)
         except OSError as e:
             raise ConfigError(f"{self.path}: cannot read: {e.strerror}") from None
-        return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev, st.st_ctime_ns)
+
+    def _version_of(self, own: tuple[int, ...], value: T) -> tuple[object, ...]:
+        """The file's stat and those of the files ``value`` names (a missing one: its
+        error, so that it coming back is a change too)."""
+        named: list[object] = []
+        for name in self._names(value) if self._names is not None else ():
+            try:
+                named.append(_stat(name))
+            except OSError as e:
+                named.append(f"{name}: {e.strerror}")
+        return (own, *named)
+
+
+def _stat(path: str) -> tuple[int, ...]:
+    """What changes when a file is edited, replaced or swapped under a symlink (a
+    Kubernetes ConfigMap or Secret volume swaps a ..data link)."""
+    st = os.stat(path)
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev, st.st_ctime_ns)

@@ -8,14 +8,19 @@ auth")::
     basic_auth_users:         # user: bcrypt hash
     rate_limit:               # interval, burst
 
-Unknown keys, wrong types and settings this exporter cannot honour are errors that
-name the file and the key, never silently ignored: a security setting that does
-nothing would be worse than a refusal. Relative paths are relative to the file.
+Read like every configuration file (:mod:`exporter.config_file`: the strict YAML
+loader, schema ``exporter/data/web.schema.json`` for the keys and their types); here,
+what a schema cannot say: the names translated for OpenSSL, durations, the checks
+that involve several keys, the certificates and keys loaded. Unknown keys, wrong
+types and settings this exporter cannot honour are errors that name the file and the
+key, never silently ignored: a security setting that does nothing would be worse than
+a refusal. Relative paths are relative to the file.
 
 :class:`WebConfigSource` re-reads the file, and the certificates, keys and CAs it
 names, when any of them changes (checked at most once a second, on new connections
 and requests), so rotated certificates are served without a restart. A bad edit
-keeps the last good configuration, logs once and counts a reload failure.
+keeps the last good configuration, logs once and counts a reload failure
+(``contention_config_*{kind="web"}``).
 """
 
 from __future__ import annotations
@@ -33,10 +38,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from ..config_file import ConfigError, ConfigFileStatus, WatchedFile, load_yaml, read_config
+from ..config_file import validate as validate_schema
 
 log = logging.getLogger(__name__)
 
+SCHEMA = "web"
+KIND = "web"  # contention_config_*{kind="web"}
 MAX_FILE_BYTES = 1 << 20  # a web config is a few lines; refuse anything that is not
 CHECK_EVERY_S = 1.0
 
@@ -72,21 +80,13 @@ CIPHER_SUITES = {
 }
 # TLS 1.3 suites are not configurable (in Go either): accepted, no effect.
 TLS13_SUITES = ("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256")
-# exporter-toolkit's list: only these headers, and these values where they are enums.
-HEADERS: dict[str, tuple[str, ...]] = {
-    "Strict-Transport-Security": (),
-    "X-Content-Type-Options": ("nosniff",),
-    "X-Frame-Options": ("deny", "sameorigin"),
-    "X-XSS-Protection": (),
-    "Content-Security-Policy": (),
-}
-BCRYPT_HASH = re.compile(r"\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}")
 _GO_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 _UNIT_S = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
 
 
-class WebConfigError(ValueError):
-    """A web configuration that cannot be used; the message names the file and key."""
+class WebConfigError(ConfigError):
+    """A web configuration that cannot be used at start; the message names the file
+    and the key: ``web config <file>: <key>: <what is wrong>``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,22 +115,22 @@ class WebConfig:
 
 def load_web_config(path: str | os.PathLike[str]) -> WebConfig:
     """Read, validate and build (TLS context included) or raise WebConfigError."""
-    p = Path(path)
+    source = os.fspath(path)
     try:
-        with open(p, "rb") as f:
-            raw = f.read(MAX_FILE_BYTES + 1)
-    except OSError as e:
-        raise WebConfigError(f"web config {p}: cannot read: {e.strerror or e}") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise WebConfigError(f"web config {p}: larger than {MAX_FILE_BYTES} bytes")
+        return parse_web_config(read_config(source, MAX_FILE_BYTES), source)
+    except ConfigError as e:
+        raise WebConfigError(f"web config {e}") from None
+
+
+def parse_web_config(data: bytes, source: str) -> WebConfig:
+    """A web configuration file's bytes, validated and built (errors:
+    :class:`ConfigError`, ``<file>: <key>: <what is wrong>``)."""
+    doc = load_yaml(data, source)
+    validate_schema(doc, SCHEMA, source)
     try:
-        doc = yaml.safe_load(raw.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as e:
-        raise WebConfigError(f"web config {p}: not valid YAML: {_one_line(e)}") from None
-    try:
-        return _build(p, doc)
+        return _build(Path(source), doc or {})
     except _Invalid as e:
-        raise WebConfigError(f"web config {p}: {e}") from None
+        raise ConfigError(f"{source}: {e}") from None
 
 
 def _one_line(e: Exception) -> str:
@@ -141,52 +141,16 @@ class _Invalid(Exception):
     pass
 
 
-def _mapping(value: Any, where: str, allowed: tuple[str, ...] | None = None) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise _Invalid(f"{where} must be a mapping, not {type(value).__name__}")
-    for k in value:
-        if not isinstance(k, str):
-            raise _Invalid(f"{where}: key {k!r} is not a string")
-        if allowed is not None and k not in allowed:
-            raise _Invalid(
-                f"unknown key {k!r} in {where} (known keys: {', '.join(allowed)})"
-                if where != "the file"
-                else f"unknown key {k!r} (known keys: {', '.join(allowed)})"
-            )
-    return value
+def _strings(d: Mapping[str, Any], key: str) -> list[str]:
+    return d.get(key) or []
 
 
-def _string(d: Mapping[str, Any], key: str, where: str) -> str:
+def _flag(d: Mapping[str, Any], key: str, default: bool) -> bool:
     v = d.get(key)
-    if v is None:
-        return ""
-    if not isinstance(v, str):
-        raise _Invalid(f"{where}.{key} must be a string, not {type(v).__name__}")
-    return v
+    return default if v is None else bool(v)
 
 
-def _strings(d: Mapping[str, Any], key: str, where: str) -> list[str]:
-    v = d.get(key)
-    if v is None:
-        return []
-    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-        raise _Invalid(f"{where}.{key} must be a list of strings")
-    return v
-
-
-def _bool(d: Mapping[str, Any], key: str, where: str, default: bool) -> bool:
-    v = d.get(key)
-    if v is None:
-        return default
-    if not isinstance(v, bool):
-        raise _Invalid(f"{where}.{key} must be true or false, not {v!r}")
-    return v
-
-
-TOP_KEYS = ("tls_server_config", "http_server_config", "basic_auth_users", "rate_limit")
-TLS_KEYS = (
+TLS_STRINGS = (  # the schema's strings of tls_server_config ("" when unset)
     "cert",
     "key",
     "client_ca",
@@ -194,68 +158,24 @@ TLS_KEYS = (
     "key_file",
     "client_auth_type",
     "client_ca_file",
-    "client_allowed_sans",
-    "min_version",
-    "max_version",
-    "cipher_suites",
-    "prefer_server_cipher_suites",
-    "curve_preferences",
 )
 
 
-def _build(path: Path, doc: Any) -> WebConfig:
-    top = _mapping(doc, "the file", TOP_KEYS)
+def _build(path: Path, top: Mapping[str, Any]) -> WebConfig:
     files = [path]
-    tls = _tls(path.parent, _mapping(top.get("tls_server_config"), "tls_server_config", TLS_KEYS))
+    tls = _tls(path.parent, top.get("tls_server_config") or {})
     if tls is not None:
         files.extend(tls[1])
-    http = _mapping(top.get("http_server_config"), "http_server_config", ("http2", "headers"))
+    http = top.get("http_server_config") or {}
     return WebConfig(
         path=path,
         tls=tls[0] if tls is not None else None,
-        users=_users(top.get("basic_auth_users")),
-        headers=_headers(http.get("headers")),
-        rate_limit=_rate_limit(top.get("rate_limit")),
-        http2=_bool(http, "http2", "http_server_config", True),
+        users={u: h.encode("ascii") for u, h in (top.get("basic_auth_users") or {}).items()},
+        headers=tuple((k, v) for k, v in (http.get("headers") or {}).items() if v),
+        rate_limit=_rate_limit(top.get("rate_limit") or {}),
+        http2=_flag(http, "http2", True),
         files=tuple(files),
     )
-
-
-def _users(value: Any) -> dict[str, bytes]:
-    users = _mapping(value, "basic_auth_users")
-    out = {}
-    for user, hashed in users.items():
-        if ":" in user:
-            raise _Invalid(f"basic_auth_users: user name {user!r} contains ':'")
-        if not isinstance(hashed, str):
-            raise _Invalid(f"basic_auth_users.{user}: must be a bcrypt hash string")
-        m = BCRYPT_HASH.fullmatch(hashed)
-        if m is None or not 4 <= int(m.group(1)) <= 31:
-            raise _Invalid(
-                f"basic_auth_users.{user}: not a bcrypt hash ($2y$10$... from "
-                "`htpasswd -nBC 10 \"\" | tr -d ':\\n'`)"
-            )
-        out[user] = hashed.encode("ascii")
-    return out
-
-
-def _headers(value: Any) -> tuple[tuple[str, str], ...]:
-    headers = _mapping(value, "http_server_config.headers", tuple(HEADERS))
-    out = []
-    for name, v in headers.items():
-        if not isinstance(v, str):
-            raise _Invalid(f"http_server_config.headers.{name} must be a string")
-        if not v:
-            continue  # blank: unset, as in exporter-toolkit
-        if any(c in v for c in "\r\n\0"):
-            raise _Invalid(f"http_server_config.headers.{name}: line breaks are not allowed")
-        allowed = HEADERS[name]
-        if allowed and v not in allowed:
-            raise _Invalid(
-                f"http_server_config.headers.{name}: {v!r} is not one of {', '.join(allowed)}"
-            )
-        out.append((name, v))
-    return tuple(out)
 
 
 def go_duration(value: Any, where: str) -> float:
@@ -280,13 +200,12 @@ def go_duration(value: Any, where: str) -> float:
     return total
 
 
-def _rate_limit(value: Any) -> RateLimit | None:
-    d = _mapping(value, "rate_limit", ("interval", "burst"))
+def _rate_limit(d: Mapping[str, Any]) -> RateLimit | None:
     interval = go_duration(d.get("interval", 0), "rate_limit.interval")
     if interval <= 0:
         return None
     burst = d.get("burst", 0)
-    if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
+    if burst < 1:
         raise _Invalid(
             f"rate_limit.burst must be a whole number >= 1 with an interval (got {burst!r}): "
             "0 would refuse every request"
@@ -294,9 +213,9 @@ def _rate_limit(value: Any) -> RateLimit | None:
     return RateLimit(interval, burst)
 
 
-def _tls(base: Path, d: dict[str, Any]) -> tuple[TLSSettings, list[Path]] | None:
+def _tls(base: Path, d: Mapping[str, Any]) -> tuple[TLSSettings, list[Path]] | None:
     w = "tls_server_config"
-    s = {k: _string(d, k, w) for k in TLS_KEYS[:7]}
+    s = {k: d.get(k) or "" for k in TLS_STRINGS}
     if not any(s.values()):
         for k in ("client_allowed_sans", "cipher_suites", "curve_preferences", "min_version"):
             if d.get(k):
@@ -326,7 +245,7 @@ def _tls(base: Path, d: dict[str, Any]) -> tuple[TLSSettings, list[Path]] | None
     ctx.set_alpn_protocols(["http/1.1"])
     _load_cert(ctx, base, s)
     auth = _client_auth(ctx, base, s)
-    sans = tuple(_strings(d, "client_allowed_sans", w))
+    sans = tuple(_strings(d, "client_allowed_sans"))
     if sans and auth != "RequireAndVerifyClientCert":
         raise _Invalid(f"{w}.client_allowed_sans needs client_auth_type RequireAndVerifyClientCert")
     _ciphers(ctx, d)
@@ -357,7 +276,7 @@ def _client_auth(ctx: ssl.SSLContext, base: Path, s: Mapping[str, str]) -> str:
 
 def _ciphers(ctx: ssl.SSLContext, d: Mapping[str, Any]) -> None:
     w = "tls_server_config"
-    suites = _strings(d, "cipher_suites", w)
+    suites = _strings(d, "cipher_suites")
     unknown = [c for c in suites if c not in CIPHER_SUITES and c not in TLS13_SUITES]
     if unknown:
         raise _Invalid(f"{w}.cipher_suites: unknown or insecure {', '.join(unknown)}")
@@ -367,14 +286,14 @@ def _ciphers(ctx: ssl.SSLContext, d: Mapping[str, Any]) -> None:
             ctx.set_ciphers(":".join(tls12))
         except ssl.SSLError:
             raise _Invalid(f"{w}.cipher_suites: none is available in this OpenSSL") from None
-    if _bool(d, "prefer_server_cipher_suites", w, True):
+    if _flag(d, "prefer_server_cipher_suites", True):
         ctx.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
     else:
         ctx.options &= ~ssl.OP_CIPHER_SERVER_PREFERENCE
 
 
 def _version(d: Mapping[str, Any], key: str, default: str) -> ssl.TLSVersion:
-    name = _string(d, key, "tls_server_config") or default
+    name = d.get(key) or default
     if name not in TLS_VERSIONS:
         raise _Invalid(f"tls_server_config.{key} {name!r} is not one of {', '.join(TLS_VERSIONS)}")
     return TLS_VERSIONS[name]
@@ -463,7 +382,8 @@ def san_allowed(peercert: Mapping[str, Any] | None, allowed: tuple[str, ...]) ->
 
 
 class WebConfigSource:
-    """The web configuration in force, re-read when one of its files changes."""
+    """The web configuration in force: the file, and the files it names, re-read when
+    one of them changes (checked at most once every ``check_every_s``)."""
 
     def __init__(
         self,
@@ -473,55 +393,48 @@ class WebConfigSource:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.path = Path(path)
-        self.config = load_web_config(self.path)  # at start: the caller exits on error
-        self._stamp = _stamp(self.config.files)
+        try:  # at start: the caller exits on error
+            self._file = WatchedFile(
+                os.fspath(path),
+                KIND,
+                parse_web_config,
+                names=lambda c: [str(f) for f in c.files[1:]],
+                check=_same_tls,
+                max_bytes=MAX_FILE_BYTES,
+            )
+        except ConfigError as e:
+            raise WebConfigError(f"web config {e}") from None
         self._check_every = check_every_s
         self._clock = clock
         self._checked = clock()
         self._lock = threading.Lock()
-        self.reload_failures_total = 0
-        self.last_reload_ok = True
+
+    @property
+    def config(self) -> WebConfig:
+        return self._file.value
 
     def current(self) -> WebConfig:
         now = self._clock()
-        if now - self._checked < self._check_every:
-            return self.config
-        with self._lock:
-            if now - self._checked >= self._check_every:
-                self._checked = now
-                self._reload_if_changed()
-        return self.config
+        if now - self._checked >= self._check_every:
+            with self._lock:
+                if now - self._checked >= self._check_every:
+                    self._checked = now
+                    self._file.poll()
+        return self._file.value
 
-    def _reload_if_changed(self) -> None:
-        stamp = _stamp(self.config.files)
-        if stamp == self._stamp:
-            return
-        try:
-            new = load_web_config(self.path)
-            if (new.tls is None) != (self.config.tls is None):
-                raise WebConfigError(
-                    f"web config {self.path}: turning TLS on or off needs a restart"
-                )
-        except WebConfigError as e:
-            self._stamp = stamp  # log once per edit, not once a second
-            self.reload_failures_total += 1
-            self.last_reload_ok = False
-            log.error("%s; keeping the configuration loaded before", e)
-            return
-        self.config = new
-        self._stamp = _stamp(new.files)
-        self.last_reload_ok = True
-        log.info("web config %s reloaded", self.path)
+    def status(self) -> ConfigFileStatus:
+        """For ``contention_config_*{kind="web"}``."""
+        return self._file.status()
+
+    @property
+    def last_reload_ok(self) -> bool:
+        return self.status().last_reload_ok
+
+    @property
+    def reload_failures_total(self) -> int:
+        return self.status().reload_failures_total
 
 
-def _stamp(files: tuple[Path, ...]) -> tuple[tuple[str, int, int, int] | str, ...]:
-    """What changes when a file is edited, replaced or swapped under a symlink (a
-    Kubernetes Secret volume swaps a ..data link)."""
-    out: list[tuple[str, int, int, int] | str] = []
-    for f in files:
-        try:
-            st = os.stat(f)
-            out.append((str(f), st.st_ino, st.st_size, st.st_mtime_ns))
-        except OSError as e:
-            out.append(f"{f}: {e.strerror}")
-    return tuple(out)
+def _same_tls(old: WebConfig, new: WebConfig) -> None:
+    if (new.tls is None) != (old.tls is None):
+        raise ConfigError(f"{new.path}: turning TLS on or off needs a restart")
