@@ -54,6 +54,9 @@ UNKNOWN_BLAME = "contention_probe_unknown_blame_ratio"
 CULPRIT_IDENTITY = tuple(f"culprit_{lab}" for lab in IDENTITY_LABELS)
 # What names a workload culprit (contention_workload_blame_share).
 WORKLOAD_CULPRIT_LABELS = ("culprit_namespace", "culprit_workload")
+# A container's limit, where it has one, is its entitlement's basis: the entitlement
+# series are always exported, the *_limit_* families only with an optional collector.
+LIMIT_BASIS = 'basis="limit"'
 
 
 def num(x: float) -> str:

@@ -27,9 +27,6 @@ RATE = "$__rate_interval"
 
 # The legend of a victim's series: the name :func:`named` gives it.
 VICTIM_LEGEND = "{{victim}}"
-# The limit, where there is one, is the entitlement's basis (docs/metrics.md): the
-# limit gauges themselves are optional (--collector.cpu_spec, memory_spec).
-LIMIT_BASIS = 'basis="limit"'
 
 # Template variable names (also the URL parameters ``var-<name>``).
 V_DATASOURCE = "datasource"

@@ -253,7 +253,9 @@ def memory_and_steal_decision_rules(terms: RuleTerms) -> list[Rule]:
 
 def _above(value: str, on: str, setting: str, scale: str) -> str:
     """``value`` where it exceeds the current ``setting`` (in the value's unit), or where
-    there is no such setting: a suggestion never lowers what is set."""
+    there is no such setting: a suggestion never lowers what is set. ``setting`` is an
+    always-exported series (the entitlement whose basis is the limit), never an optional
+    collector's: with default flags the guard must still see the limit."""
     above = f"(\n  {value}\n  > {on} group_left() ({setting} {scale})\n)"
     return f"{above}\nor\n({value} unless {on} {setting})"
 
@@ -275,11 +277,10 @@ def remediation_rules(terms: RuleTerms) -> list[Rule]:
         f"{pq.increase(pq.RUNQ_SUM, w, *terms.matchers)}\n    unless {cgroup_on}\n"
         f"    ({R_THROTTLE.format(w=w)} >= {num(terms.th.throttled_ratio_max)})"
     )
+    cpu_limit = terms.select(pq.CPU_ENTITLEMENT, pq.LIMIT_BASIS)
+    mem_limit_set = terms.select(pq.MEM_ENTITLEMENT, pq.LIMIT_BASIS)
     return [
-        _record(
-            R_FIX_CPU_LIMIT.format(w=w),
-            _above(demand, cgroup_on, terms.select(pq.CPU_LIMIT), f"* {MILLI}"),
-        ),
+        _record(R_FIX_CPU_LIMIT.format(w=w), _above(demand, cgroup_on, cpu_limit, f"* {MILLI}")),
         _record(
             R_FIX_CPU_REQUEST.format(w=w),
             # only while the culprit still runs: a gone one's use over the window is unknown
@@ -297,8 +298,6 @@ def remediation_rules(terms: RuleTerms) -> list[Rule]:
             f"ceil(\n  sum {terms.by()} (\n    {unthrottled_wait}\n  )"
             f" / {num(terms.th.window_s)} * {MILLI} - {slack}\n) > 0",
         ),
-        _record(
-            R_FIX_MEM_LIMIT, _above(mem_limit, cgroup_on, terms.select(pq.MEM_LIMIT), f"/ {MIB}")
-        ),
+        _record(R_FIX_MEM_LIMIT, _above(mem_limit, cgroup_on, mem_limit_set, f"/ {MIB}")),
         _record(R_FIX_MEM_REQUEST, f"ceil({ws} / {MIB} - {slack})"),
     ]

@@ -10,6 +10,7 @@ A scenario (YAML)::
     minutes: 10                      # minutes of data (samples at 0, 1m, ... 10m)
     node: {mem_some_s: 0, steal_s: 0} # per-minute node values (steal: CPU seconds, all CPUs)
     node_cores: 4                    # the node's CPUs (contention_node_cpu_cores)
+    node_memory: 17179869184         # the node's memory in bytes (default 16 GiB)
     containers:                      # tracked containers (they get metrics)
       - name: api                    # handle used in blame keys and expectations
         cgroup: /kubepods/burstable/pod.../abc   (default /scenario/<name>)
@@ -34,6 +35,13 @@ A scenario (YAML)::
     expect:                          # checked against the evaluator (hand-written truth)
       - at: 7                        # minute (eval time 7m)
         findings: [[noisy-neighbor, api, batch, warning]]
+        values: [[noisy-neighbor, api, 1834]]   # optional: suggested values (null: withheld)
+
+The input series are what a default install exports (no ``--collector.*``): a
+member's limits reach the rules only as ``contention_*_entitlement_*{basis="limit"}``,
+exactly as the exporter's entitlement policy (``exporter.sampler.entitlement``) gives
+them, and ``tests/unit/test_default_families.py`` fails when a rule reads a family
+that is off by default.
 
 Per-minute values are a scalar (every minute), a list (one per minute) or a mapping
 ``{from_minute: value}`` (piecewise constant). Values must be multiples of 1/1024 so
@@ -59,6 +67,7 @@ from exporter.identity import Identity
 from exporter.probe.blame import DEFAULT_TOP_K as BLAME_TOP_K
 from exporter.probe.blame import top_culprits
 from exporter.probe.histogram import RUNQ_BOUNDS_S, le_label
+from exporter.sampler.entitlement import cpu_entitlement, memory_entitlement
 from exporter.window import (
     CULPRIT_IDLE,
     CULPRIT_UNATTRIBUTED,
@@ -74,6 +83,7 @@ JOB = "contention-exporter"
 # of the rule pack's options add e.g. a cluster label, or scrape under another job).
 TARGET = {"instance": INSTANCE, "job": JOB}
 UNKNOWN_ID = 999_999  # a cgroup id nobody can classify
+NODE_MEMORY = 16 * 2**30  # the node's memory (MemTotal): the memory entitlement of last resort
 SLOT_FAST = RUNQ_BOUNDS_S.index(0.005)
 SLOT_20_200 = RUNQ_BOUNDS_S.index(0.05)
 SLOT_200_TOP = RUNQ_BOUNDS_S.index(1.0)
@@ -151,6 +161,7 @@ class Scenario:
     unit: bool  # also rendered into rules/tests (with annotations)
     path: str = ""
     node_cores: float = 4.0
+    node_memory: int = NODE_MEMORY
 
     # -- the Python side --------------------------------------------------------------
 
@@ -160,6 +171,7 @@ class Scenario:
         keep = done[-th.window_minutes :]
         w = Window(minutes=th.window_minutes, probe_loaded=bool(self.runq or self.blame))
         w.node_cpu_cores = self.node_cores
+        w.node_memory_bytes = self.node_memory
         for name, mem in self.members.items():
             if not mem.tracked:
                 w.others[mem.cgroup_id] = mem.identity
@@ -322,12 +334,23 @@ class Scenario:
                 gauge("contention_memory_working_set_bytes", lab, [ws[0], *ws])
             for value, metric in (
                 (ident.cpu_request_cores, "contention_cpu_request_cores"),
-                (ident.cpu_limit_cores, "contention_cpu_limit_cores"),
                 (ident.memory_request_bytes, "contention_memory_request_bytes"),
-                (ident.memory_limit_bytes, "contention_memory_limit_bytes"),
             ):
                 if value is not None:
                     gauge(metric, lab, [float(value)] * (n + 1))
+            # The limits as a default install exports them: the entitlement's basis
+            # (the *_limit_* families are optional collectors, off by default).
+            for ent, metric in (
+                (
+                    cpu_entitlement(ident.cpu_limit_cores, ident, self.node_cores),
+                    "contention_cpu_entitlement_cores",
+                ),
+                (
+                    memory_entitlement(ident.memory_limit_bytes, ident, self.node_memory),
+                    "contention_memory_entitlement_bytes",
+                ),
+            ):
+                gauge(metric, labels(ident, basis=ent.basis), [ent.value] * (n + 1))
             if name in self.runq:
                 slots = self.runq[name][start:]
                 running = [0] * len(slots[0])
@@ -580,6 +603,7 @@ def parse_scenario(doc: dict[str, Any], source: str = "scenario") -> Scenario:  
         unit=bool(doc.get("unit", False)),
         path=source,
         node_cores=float(doc.get("node_cores", 4)),
+        node_memory=int(doc.get("node_memory", NODE_MEMORY)),
     )
 
 

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from exporter.findings import evaluate, load_thresholds
+from exporter.findings.model import Finding
 from exporter.findings.thresholds import Thresholds
 from exporter.rules.pack import rule_groups
 from exporter.rules.promtool import PromtoolMissing, find_promtool
@@ -57,14 +58,29 @@ def test_scenario_expectations(corpus: list[Scenario], th: Thresholds) -> None:
         assert scn.expect, f"{scn.path}: every scenario states what it expects"
         for exp in scn.expect:
             t = int(exp["at"]) * 60
-            got = sorted(f.key() for f in evaluate(scn.window_at(t, th), th, float(t)))
+            findings = evaluate(scn.window_at(t, th), th, float(t))
+            got = sorted(f.key() for f in findings)
             want = sorted(
                 (k, cgroup_of(scn, v), cgroup_of(scn, c) if c else "", sev)
                 for k, v, c, sev in exp["findings"]
             )
             if got != want:
                 failures.append(f"{scn.name} at {exp['at']}m: got {got}, want {want}")
+            failures += _value_failures(scn, exp, findings)
     assert not failures, "\n".join(failures)
+
+
+def _value_failures(scn: Scenario, exp: dict[str, Any], findings: list[Finding]) -> list[str]:
+    """An expectation's ``values``: the number each finding's remediation suggests
+    (``null``: withheld), by kind and victim."""
+    values = {(f.kind.value, f.victim.identity.cgroup): f.suggestion for f in findings}
+    out = []
+    for kind, victim, want in exp.get("values") or []:
+        s = values.get((kind, cgroup_of(scn, victim)))
+        got = s.value if s is not None else "no finding"
+        if got != want:
+            out.append(f"{scn.name} at {exp['at']}m: {kind} {victim} suggests {got}, want {want}")
+    return out
 
 
 def _labels_and_remediation(groups: dict[str, Any]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from tests.e2e.dashboard_queries import (  # noqa: E402
     all_variable_queries,
     substitute,
 )
+from tests.support.promql_names import metric_names  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -171,39 +172,6 @@ def test_queries_work_in_host_and_kubernetes_mode(models: dict[str, dict[str, An
 
 
 # -- metric names ---------------------------------------------------------------------
-
-_KEYWORDS = {
-    "by",
-    "without",
-    "on",
-    "ignoring",
-    "group_left",
-    "group_right",
-    "offset",
-    "bool",
-    "and",
-    "or",
-    "unless",
-    "inf",
-    "nan",
-}
-
-
-def metric_names(expr: str) -> set[str]:
-    """Metric (and recording rule) names a PromQL expression selects."""
-    s = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)  # string literals
-    s = re.sub(r"\{[^}]*\}", " ", s)  # label matchers
-    s = re.sub(r"\[[^\]]*\]", " ", s)  # range and subquery windows
-    s = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", s)
-    s = re.sub(r"\boffset\s+-?\w+", " ", s)
-    s = re.sub(r"(?<![\w:])\d+(\.\d+)?([eE][+-]?\d+)?", " ", s)  # numbers
-    out: set[str] = set()
-    for m in re.finditer(r"[a-zA-Z_:][a-zA-Z0-9_:]*", s):
-        if s[m.end() :].lstrip().startswith("("):
-            continue  # a function or aggregation
-        if m.group(0).lower() not in _KEYWORDS:
-            out.add(m.group(0))
-    return out
 
 
 def test_metric_name_parser() -> None:

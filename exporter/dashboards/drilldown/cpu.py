@@ -9,7 +9,7 @@ from ... import promql as pq
 from ...promql import rate, sel
 from ..layout import Context, Row
 from ..panels import ORANGE, RED, dashed, timeseries_panel, victim_query
-from ..selectors import LIMIT_BASIS, RATE
+from ..selectors import RATE
 
 CORES = "suffix: cores"
 
@@ -30,7 +30,9 @@ def used_vs_request_and_limit(context: Context) -> timeseries.Panel:
             [
                 victim_query(rate(pq.USAGE, RATE, container), "used", ref="used"),
                 victim_query(sel(pq.CPU_REQUEST, container), "request", ref="request"),
-                victim_query(sel(pq.CPU_ENTITLEMENT, container, LIMIT_BASIS), "limit", ref="limit"),
+                victim_query(
+                    sel(pq.CPU_ENTITLEMENT, container, pq.LIMIT_BASIS), "limit", ref="limit"
+                ),
             ],
         )
         .override_by_regexp(*dashed(".* request$"))

@@ -10,7 +10,7 @@ from ... import promql as pq
 from ...promql import rate, sel
 from ..layout import Context, Row
 from ..panels import ORANGE, RED, Query, dashed, timeseries_panel, victim_query
-from ..selectors import LIMIT_BASIS, RATE
+from ..selectors import RATE
 
 LIMIT_EVENTS = 'event=~"high|max|oom|oom_kill"'
 
@@ -30,7 +30,7 @@ def working_set_vs_request_and_limit(context: Context) -> timeseries.Panel:
         [
             victim_query(sel(pq.WORKING_SET, container), "working set", ref="ws"),
             victim_query(sel(pq.MEM_REQUEST, container), "request", ref="request"),
-            victim_query(sel(pq.MEM_ENTITLEMENT, container, LIMIT_BASIS), "limit", ref="limit"),
+            victim_query(sel(pq.MEM_ENTITLEMENT, container, pq.LIMIT_BASIS), "limit", ref="limit"),
         ],
     ).override_by_regexp(*dashed(".* (request|limit)$"))
 
