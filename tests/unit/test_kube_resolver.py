@@ -1,247 +1,36 @@
-"""KubeIdentityResolver with the real ``kubernetes`` client against an API emulator.
-
-The emulator is kmock's ``KubernetesEmulator`` (an in-memory API server over HTTP on
-127.0.0.1), extended here with the three things a pod reflector depends on and kmock
-leaves out: the ``spec.nodeName`` field selector, increasing resourceVersions (a watch
-from a resourceVersion does not replay older objects) and expiry (410 Gone). The
-client is not patched: it loads a kubeconfig pointing at the emulator and speaks HTTP.
+"""KubeIdentityResolver with the real ``kubernetes`` client against an API emulator
+(kmock's, extended: tests/support/kube_emulator.py). The client is not patched: it loads
+a kubeconfig pointing at the emulator and speaks HTTP.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import socket
-import threading
 import time
-import urllib.request
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-kmock = pytest.importorskip("kmock")
+pytest.importorskip("kmock")
 pytest.importorskip("kubernetes")
-
-import attrs  # noqa: E402  (kmock's dependency)
 
 from exporter.cgroupfs.discovery import CgroupKind, CgroupRef, classify, walk  # noqa: E402
 from exporter.exposition.kube import metric_families  # noqa: E402
 from exporter.identity import Identity  # noqa: E402
 from exporter.kube import make_api_factory  # noqa: E402
 from exporter.kube.resolver import KubeIdentityResolver, WatchState  # noqa: E402
+from tests.support.kube_emulator import (  # noqa: E402
+    Emulator,
+    cid,
+    kubeconfig,
+    pod,
+    wait_for,
+)
 
 NODE = "node-a"
-PODS = kmock.resource("v1/pods")
-
-
-# --- the emulator ----------------------------------------------------------------------
-
-
-def _node_of(request: Any) -> str | None:
-    sel = request.params.get("fieldSelector", "")
-    for term in sel.split(","):
-        key, _, value = term.partition("=")
-        if key == "spec.nodeName":
-            return str(value)
-    return None
-
-
-def _on_node(obj: Any, node: str | None) -> bool:
-    return node is None or (obj.get("spec") or {}).get("nodeName") == node
-
-
-def _rv(obj: Any) -> int:
-    try:
-        return int((obj.get("metadata") or {}).get("resourceVersion") or 0)
-    except ValueError:
-        return 0
-
-
-_Emulator: Any = kmock.KubernetesEmulator
-
-
-@attrs.define(kw_only=True)
-class PodApi(_Emulator):  # type: ignore[misc]
-    rv: int = 0  # the newest resourceVersion handed out
-    inflight: set[int] = attrs.Factory(set)  # handed out, the write not yet stored
-    expired_below: int = 0  # a watch from an older resourceVersion gets 410 Gone
-
-    async def _serve_list(self, request: Any) -> Any:
-        payload = await super()._serve_list(request)
-        node = _node_of(request)
-        payload["items"] = [o for o in payload["items"] if _on_node(o, node)]
-        payload["kind"], payload["apiVersion"] = "PodList", "v1"
-        # A list is as new as the last stored write, as on a real API server: claiming
-        # the rv of a write still in flight would make a watch from it skip that write.
-        done = min(self.inflight) - 1 if self.inflight else self.rv
-        payload["metadata"] = {"resourceVersion": str(done)}
-        return payload
-
-    async def _serve_watch(self, request: Any) -> AsyncIterator[Any]:
-        node = _node_of(request)
-        since = int(request.params.get("resourceVersion") or 0)
-        if since and since < self.expired_below:
-            yield b""
-            yield {
-                "type": "ERROR",
-                "object": {
-                    "kind": "Status",
-                    "apiVersion": "v1",
-                    "status": "Failure",
-                    "code": 410,
-                    "reason": "Expired",
-                    "message": f"too old resource version: {since} ({self.expired_below})",
-                },
-            }
-            return
-        async for ev in super()._serve_watch(request):
-            if isinstance(ev, dict):
-                obj = ev.get("object") or {}
-                if not _on_node(obj, node):
-                    continue
-                # kmock replays the current objects as ADDED first; a real API server
-                # watching from a resourceVersion sends only what is newer.
-                if ev.get("type") == "ADDED" and since and _rv(obj) <= since:
-                    continue
-            yield ev
-
-
-class Emulator:
-    """PodApi on its own event loop thread, driven synchronously from the test."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.api: Any = self._call(self._enter())
-        self.server: Any = None
-        self.port = _free_port()
-
-    async def _enter(self) -> Any:
-        api = PodApi()
-        await api.__aenter__()
-        api.resources["v1/pods"] = kmock.ResourceInfo(kind="Pod", namespaced=True)
-        return api
-
-    def _call(self, coro: Any, timeout: float = 15) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def start(self) -> None:
-        async def up() -> Any:
-            srv = kmock.Server(self.api, port=self.port)
-            await srv.__aenter__()
-            return srv
-
-        self.server = self._call(up())
-
-    def stop(self) -> None:
-        """Take the API down: drop open watch connections, stop listening."""
-        srv, self.server = self.server, None
-        if srv is None:
-            return
-
-        async def down() -> None:
-            web = srv.server.runner.server
-            for proto in web.connections:
-                proto.force_close()
-                if proto.transport is not None:
-                    proto.transport.close()
-            await srv.__aexit__(None, None, None)
-
-        self._call(down())
-
-    def close(self) -> None:
-        self.stop()
-        self._call(self.api.__aexit__(None, None, None))
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-
-    # writes go over HTTP so kmock emits the watch events
-    def _http(self, method: str, path: str, body: Any = None) -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}{path}",
-            method=method,
-            data=data,
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return json.loads(resp.read() or b"null")
-
-    def _next_rv(self) -> str:
-        self.api.rv += 1
-        return str(self.api.rv)
-
-    def _write(self, method: str, path: str, body: dict[str, Any]) -> None:
-        rv = self._next_rv()
-        body.setdefault("metadata", {})["resourceVersion"] = rv
-        self.api.inflight.add(int(rv))
-        try:
-            self._http(method, path, body)
-        finally:
-            self.api.inflight.discard(int(rv))
-
-    def create(self, pod: dict[str, Any]) -> None:
-        self._write("POST", f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods", pod)
-
-    def patch(self, ns: str, name: str, body: dict[str, Any]) -> None:
-        self._write("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}", body)
-
-    def delete(self, ns: str, name: str) -> None:
-        self.patch(ns, name, {})  # the DELETED event carries a fresh resourceVersion
-        self._http("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}")
-
-    def replace_silently(self, add: list[dict[str, Any]], remove: list[tuple[str, str]]) -> None:
-        """Change the stored pods without any watch event (what a client misses
-        while its resourceVersion expires)."""
-
-        async def edit() -> None:
-            for ns, name in remove:
-                self.api.objects[PODS, ns, name].delete()
-            for pod in add:
-                pod["metadata"]["resourceVersion"] = self._next_rv()
-                m = pod["metadata"]
-                self.api.objects[PODS, m["namespace"], m["name"]] = pod
-
-        self._call(edit())
-
-    def requests(self, watch: bool) -> list[Any]:
-        return [
-            r
-            for r in list(self.api)
-            if str(r.url.path) == "/api/v1/pods" and (r.params.get("watch") == "true") == watch
-        ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _kubeconfig(path: Path, port: int) -> str:
-    cfg = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "emu", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-        "users": [{"name": "emu", "user": {"token": "test-token"}}],
-        "contexts": [{"name": "emu", "context": {"cluster": "emu", "user": "emu"}}],
-        "current-context": "emu",
-    }
-    path.write_text(json.dumps(cfg))
-    return str(path)
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what or cond}")
 
 
 # --- pods --------------------------------------------------------------------------------
@@ -252,58 +41,6 @@ UID_QUIET = "2d3e4f5a-6b7c-4d8e-9f0a-1b2c3d4e5f6a"
 UID_OTHER_NODE = "3e4f5a6b-7c8d-4e9f-8a1b-2c3d4e5f6a7b"
 UID_STATIC_API = "4f5a6b7c-8d9e-4f0a-9b2c-3d4e5f6a7b8c"
 STATIC_HASH = "6b1a2e5e4c4d1d2f8a9b0c1d2e3f4a5b"  # 32 hex: the kubelet's UID for a static pod
-
-
-def cid(n: int) -> str:
-    return f"{n:02x}" * 32
-
-
-def pod(
-    name: str,
-    uid: str,
-    *,
-    ns: str = "shop",
-    node: str = NODE,
-    qos: str = "Burstable",
-    containers: list[tuple[str, dict[str, Any], str | None]] | None = None,
-    init: list[tuple[str, dict[str, Any], str | None]] | None = None,
-    annotations: dict[str, str] | None = None,
-    runtime: str = "containerd",
-    owners: list[dict[str, Any]] | None = None,
-    labels: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    containers = containers or []
-    init = init or []
-
-    def status(name: str, cid_: str | None) -> dict[str, Any]:
-        s: dict[str, Any] = {"name": name, "restartCount": 0, "ready": True}
-        if cid_:
-            s["containerID"] = f"{runtime}://{cid_}"
-        return s
-
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": ns,
-            "uid": uid,
-            "annotations": annotations or {},
-            "labels": labels or {},
-            "ownerReferences": owners or [],
-        },
-        "spec": {
-            "nodeName": node,
-            "containers": [{"name": n, "image": "x", "resources": r} for n, r, _ in containers],
-            "initContainers": [{"name": n, "image": "x", "resources": r} for n, r, _ in init],
-        },
-        "status": {
-            "phase": "Running",
-            "qosClass": qos,
-            "containerStatuses": [status(n, c) for n, _, c in containers],
-            "initContainerStatuses": [status(n, c) for n, _, c in init],
-        },
-    }
 
 
 WEB = pod(
@@ -380,7 +117,7 @@ def resolver(emu: Emulator, tmp_path: Path) -> Iterator[KubeIdentityResolver]:
     emu.create(json.loads(json.dumps(WEB)))
     emu.create(json.loads(json.dumps(BATCH)))
     emu.create(json.loads(json.dumps(OTHER)))
-    r = make_resolver(_kubeconfig(tmp_path / "kubeconfig", emu.port))
+    r = make_resolver(kubeconfig(tmp_path / "kubeconfig", emu.port))
     r.start()
     try:
         assert r.wait_synced(10), r.status()
@@ -514,7 +251,7 @@ def test_deleted_pod_name_expires_after_grace(emu: Emulator, tmp_path: Path) -> 
     now = [1000.0]
     emu.create(json.loads(json.dumps(WEB)))
     r = make_resolver(
-        _kubeconfig(tmp_path / "kc", emu.port), deleted_grace_seconds=60, clock=lambda: now[0]
+        kubeconfig(tmp_path / "kc", emu.port), deleted_grace_seconds=60, clock=lambda: now[0]
     )
     r.start()
     try:
@@ -585,7 +322,7 @@ def test_api_down_mid_run_keeps_serving_and_recovers(
 
 def test_api_down_at_start(emu: Emulator, tmp_path: Path) -> None:
     emu.stop()
-    r = make_resolver(_kubeconfig(tmp_path / "kc", emu.port))
+    r = make_resolver(kubeconfig(tmp_path / "kc", emu.port))
     r.start()
     try:
         time.sleep(0.4)
@@ -642,7 +379,7 @@ def test_cgroup_paths_map_to_pods(
     refs = {r.path: r for r in walk(str(root))}
     cref = refs[path]
     assert cref.kind is CgroupKind.CONTAINER and cref.tracked
-    r = make_resolver(_kubeconfig(tmp_path / "kc", emu.port))
+    r = make_resolver(kubeconfig(tmp_path / "kc", emu.port))
     r.start()
     try:
         assert r.wait_synced(10)
@@ -672,7 +409,7 @@ def test_static_pod_is_found_by_config_hash_and_by_container_id(
         },
     )
     emu.create(mirror)
-    r = make_resolver(_kubeconfig(tmp_path / "kc", emu.port))
+    r = make_resolver(kubeconfig(tmp_path / "kc", emu.port))
     r.start()
     try:
         assert r.wait_synced(10)
@@ -719,7 +456,7 @@ def test_build_resolver_wires_flags_to_a_started_resolver(emu: Emulator, tmp_pat
     from exporter.kube import build_resolver
 
     emu.create(json.loads(json.dumps(WEB)))
-    kc = _kubeconfig(tmp_path / "kc", emu.port)
+    kc = kubeconfig(tmp_path / "kc", emu.port)
     args = build_parser().parse_args(["--kubernetes", "--kubeconfig", kc, "--node-name", NODE])
     r = build_resolver(agent_config(args).kube)
     assert r is not None
@@ -761,7 +498,7 @@ def test_malformed_pods_cost_only_themselves(emu: Emulator, tmp_path: Path) -> N
         if not isinstance(m["metadata"], dict):
             m["metadata"] = {"name": f"m{i}", "namespace": "shop", "uid": {"x": 1}}
     emu.replace_silently(bad, [])
-    r = make_resolver(_kubeconfig(tmp_path / "kc", emu.port))
+    r = make_resolver(kubeconfig(tmp_path / "kc", emu.port))
     r.start()
     try:
         assert r.wait_synced(10), r.status()
