@@ -8,6 +8,9 @@
    bookkeeping labels. The PrometheusRule and the dashboards' ConfigMaps are not
    written: `contention-exporter rules generate` / `dashboards generate` write those
    files in deploy/ themselves (tests/unit/test_chart.py checks that both agree).
+   `helm template` asks no cluster which APIs it serves, and the chart renders the
+   Prometheus Operator's objects only where their API is served: the base is rendered
+   for a cluster with the operator (`--api-versions`).
 
     scripts/generate-deploy.py            write what changed
     scripts/generate-deploy.py --check    write nothing; exit 1 if a file is stale (CI)
@@ -35,6 +38,11 @@ HEADER = """\
 # change the chart and regenerate. CI fails on a diff.
 #
 """
+# The operator's APIs the base's objects need (the chart's `ce.operatorAPIs`).
+OPERATOR_APIS = (
+    "monitoring.coreos.com/v1/ServiceMonitor",
+    "monitoring.coreos.com/v1/PrometheusRule",
+)
 BOOKKEEPING = re.compile(r"^\s*(helm\.sh/chart|app\.kubernetes\.io/managed-by):")
 SOURCE = re.compile(r"^# Source: [^/]+/templates/(?P<name>[^/]+)\.yaml$")
 
@@ -69,7 +77,8 @@ def split_rendered(text: str) -> dict[str, list[str]]:
 
 def base_files() -> dict[Path, str]:
     proc = subprocess.run(
-        [helm_binary(), "template", RELEASE, str(ROOT / CHART), "--namespace", NAMESPACE],
+        [helm_binary(), "template", RELEASE, str(ROOT / CHART), "--namespace", NAMESPACE]
+        + [f"--api-versions={api}" for api in OPERATOR_APIS],
         capture_output=True,
         text=True,
     )

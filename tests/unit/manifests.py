@@ -5,10 +5,12 @@ Operator CRD validators (tests/schemas/prometheus-operator)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,16 @@ CRD_VALIDATOR = ROOT / "tests" / "schemas" / "prometheus-operator"
 # Kubernetes minor versions the manifests are validated against (kubernetes-validate's
 # bundled schemas); docs/kubernetes.md states the same range.
 SUPPORTED = [f"1.{m}.0" for m in range(29, 38)]
-CRD_KINDS = {"ServiceMonitor", "PrometheusRule", "AlertmanagerConfig"}
+CRD_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule", "AlertmanagerConfig"}
+RELEASE = NAMESPACE = "contention-exporter"
+# What a cluster with the Prometheus Operator serves (`helm template` knows no cluster:
+# without these the chart leaves the operator's objects out).
+OPERATOR_APIS = (
+    "monitoring.coreos.com/v1/ServiceMonitor",
+    "monitoring.coreos.com/v1/PodMonitor",
+    "monitoring.coreos.com/v1/PrometheusRule",
+    "monitoring.coreos.com/v1alpha1/AlertmanagerConfig",
+)
 # Labels only Helm sets (scripts/generate-deploy.py drops the first two from the
 # kustomize base; the objects the exporter's generators write have none of them).
 HELM_ONLY_LABELS = {
@@ -50,7 +61,53 @@ def need(name: str) -> str:
 
 
 def load_docs(text: str) -> list[Doc]:
-    return [d for d in yaml.safe_load_all(text) if d]
+    return [d for d in yaml.load_all(text, Loader=yaml.CSafeLoader) if d]
+
+
+def helm(*args: str, binary: str = "helm", check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([need(binary), *args], capture_output=True, text=True, timeout=120)
+    if check:
+        assert proc.returncode == 0, f"helm {' '.join(args)}:\n{proc.stderr}"
+    return proc
+
+
+def template_args(
+    sets: Sequence[str] = (),
+    extra: Sequence[str] = (),
+    *,
+    release: str = RELEASE,
+    apis: Sequence[str] = OPERATOR_APIS,
+) -> list[str]:
+    """``helm template`` of the chart with ``--set`` values, in a cluster serving
+    ``apis``."""
+    args = ["template", release, str(CHART), "--namespace", NAMESPACE, *extra]
+    for api in apis:
+        args += ["--api-versions", api]
+    for s in sets:
+        args += ["--set", s]
+    return args
+
+
+@functools.cache
+def _rendered(
+    sets: tuple[str, ...], extra: tuple[str, ...], release: str, apis: tuple[str, ...], binary: str
+) -> str:
+    args = template_args(sets, extra, release=release, apis=apis)
+    return json.dumps(load_docs(helm(*args, binary=binary).stdout))
+
+
+def render(
+    sets: Sequence[str] = (),
+    extra: Sequence[str] = (),
+    *,
+    release: str = RELEASE,
+    apis: Sequence[str] = OPERATOR_APIS,
+    binary: str = "helm",
+) -> list[Doc]:
+    """The chart's objects for these values, rendered once per test session (each call
+    returns its own copy). ``extra`` may name files: they are read at the first call."""
+    out: list[Doc] = json.loads(_rendered(tuple(sets), tuple(extra), release, tuple(apis), binary))
+    return out
 
 
 def one(docs: list[Doc], kind: str, name: str | None = None) -> Doc:

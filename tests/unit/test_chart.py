@@ -1,8 +1,9 @@
 """deploy/helm/contention-exporter: `helm lint`, `helm template` for the defaults and
 each option, strict validation of what it renders (built-in kinds for Kubernetes
 1.29-1.37, the Prometheus Operator's CRD schemas), the chart and the kustomize base
-rendering the same objects, and the thresholds guard (rules and exporter never
-disagree)."""
+rendering the same objects, the operator's objects only where their API is served,
+and the thresholds guard (rules and exporter never disagree). The scrape through a
+real Prometheus: test_chart_scrape.py."""
 
 from __future__ import annotations
 
@@ -19,21 +20,26 @@ from .manifests import (
     CHART,
     CRD_KINDS,
     DEPLOY,
+    NAMESPACE,
+    OPERATOR_APIS,
+    RELEASE,
     ROOT,
     SUPPORTED,
     Doc,
     added_caps,
     crd_errors,
     exporter_container,
+    helm,
     host_mounts,
     load_docs,
     need,
     normalized,
     one,
+    render,
+    template_args,
     validate_builtin,
 )
 
-RELEASE = NAMESPACE = "contention-exporter"
 # Option -> --set values. Each is also the Helm side of a kustomize component below.
 OPTIONS: dict[str, list[str]] = {
     "default": [],
@@ -59,6 +65,7 @@ OPTIONS: dict[str, list[str]] = {
     ],
     "json-logs": ["args.logFormat=json", "args.logLevel=warn"],
     "kube-prometheus-stack": ["monitoring.labels.release=kube-prometheus-stack"],
+    "pod-monitor": ["monitoring.kind=PodMonitor", "monitoring.labels.release=kps"],
     "alertmanager-config": [
         "alertmanagerConfig.enabled=true",
         "monitoring.labels.release=kube-prometheus-stack",
@@ -97,18 +104,12 @@ EQUIVALENT: dict[tuple[str, ...], list[str]] = {
 KUSTOMIZE_ONLY = {("Namespace", NAMESPACE)}
 
 
-def helm(*args: str, binary: str = "helm", check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([need(binary), *args], capture_output=True, text=True, timeout=120)
-    if check:
-        assert proc.returncode == 0, f"helm {' '.join(args)}:\n{proc.stderr}"
-    return proc
-
-
 def template(sets: list[str], *extra: str, binary: str = "helm") -> list[Doc]:
-    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE, *extra]
-    for s in sets:
-        args += ["--set", s]
-    return load_docs(helm(*args, binary=binary).stdout)
+    return render(sets, extra, binary=binary)
+
+
+def _args(sets: list[str], *extra: str) -> list[str]:
+    return template_args(sets, extra)
 
 
 @pytest.fixture(scope="module")
@@ -299,8 +300,26 @@ def test_seccomp_profile_values(rendered: dict[str, list[Doc]]) -> None:
         assert proc.returncode != 0 and "seccompProfile" in proc.stderr, (sets, proc.stderr)
 
 
-def test_servicemonitor_names_the_node_in_instance(rendered: dict[str, list[Doc]]) -> None:
-    (ep,) = one(rendered["default"], "ServiceMonitor")["spec"]["endpoints"]
+def _endpoint(docs: list[Doc]) -> Doc:
+    """The one scrape endpoint of the ServiceMonitor or PodMonitor."""
+    (monitor,) = [d for d in docs if d["kind"] in ("ServiceMonitor", "PodMonitor")]
+    key = "endpoints" if monitor["kind"] == "ServiceMonitor" else "podMetricsEndpoints"
+    (ep,) = monitor["spec"][key]
+    assert isinstance(ep, dict)
+    return ep
+
+
+LABELDROP = {"action": "labeldrop", "regex": "namespace|pod|container"}
+
+
+@pytest.mark.parametrize("option", ["default", "pod-monitor"])
+def test_scrape_names_the_node_and_drops_the_exporters_own_pod(
+    rendered: dict[str, list[Doc]], option: str
+) -> None:
+    """instance and node <- the pod's node name; the operator's namespace/pod/container
+    target labels (the exporter's own pod) dropped last (tests/unit/test_chart_scrape.py
+    runs the operator's job through a real Prometheus)."""
+    ep = _endpoint(rendered[option])
     targets = {
         r["targetLabel"]: r.get("sourceLabels")
         for r in ep["relabelings"]
@@ -309,6 +328,57 @@ def test_servicemonitor_names_the_node_in_instance(rendered: dict[str, list[Doc]
     assert targets["instance"] == ["__meta_kubernetes_pod_node_name"]
     assert targets["node"] == ["__meta_kubernetes_pod_node_name"]
     assert ep["honorLabels"] is True
+    assert ep["relabelings"][-1] == LABELDROP
+    assert ep["port"] == "metrics" and ep["path"] == "/metrics"
+
+
+def test_user_relabelings_come_before_the_labeldrop() -> None:
+    """Yours run after the chart's node/instance/job and before the drop: they may read
+    the exporter pod's labels (here into `exporter_pod`) but cannot put them back."""
+    sets = [
+        "serviceMonitor.relabelings[0].sourceLabels[0]=pod",
+        "serviceMonitor.relabelings[0].targetLabel=exporter_pod",
+        "serviceMonitor.relabelings[1].targetLabel=namespace",
+        "serviceMonitor.relabelings[1].replacement=re-added",
+    ]
+    for kind in ("ServiceMonitor", "PodMonitor"):
+        rules = _endpoint(render([f"monitoring.kind={kind}", *sets]))["relabelings"]
+        assert [r.get("targetLabel") for r in rules] == [
+            "node",
+            "instance",
+            "job",
+            "exporter_pod",
+            "namespace",
+            None,
+        ]
+        assert rules[-1] == LABELDROP
+
+
+def test_one_scrape_object_of_the_kind_asked_for(rendered: dict[str, list[Doc]]) -> None:
+    """monitoring.kind: a ServiceMonitor (default) or a PodMonitor, never both, with the
+    same endpoint, labels and selector (the pods' labels: the Service selects them by
+    the same ones)."""
+    kinds = {
+        name: [d["kind"] for d in docs if d["kind"] in ("ServiceMonitor", "PodMonitor")]
+        for name, docs in rendered.items()
+    }
+    assert kinds["default"] == ["ServiceMonitor"] and kinds["pod-monitor"] == ["PodMonitor"]
+    assert kinds["operator-objects-off"] == []
+    sm = one(render(["monitoring.labels.release=kps"]), "ServiceMonitor")
+    pm = one(rendered["pod-monitor"], "PodMonitor")
+    assert pm["spec"]["podMetricsEndpoints"] == sm["spec"]["endpoints"]
+    assert pm["metadata"]["labels"] == sm["metadata"]["labels"]
+    assert pm["metadata"]["labels"]["release"] == "kps"
+    assert pm["spec"]["selector"] == sm["spec"]["selector"]
+    pod = one(rendered["pod-monitor"], "DaemonSet")["spec"]["template"]
+    labels = pod["metadata"]["labels"]
+    assert all(labels[k] == v for k, v in pm["spec"]["selector"]["matchLabels"].items())
+    ports = {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
+    assert "metrics" in ports
+    proc = helm(*_args(["monitoring.kind=PodMonitor", "secureMetrics.enabled=true"]), check=False)
+    assert proc.returncode != 0 and "needs monitoring.kind=ServiceMonitor" in proc.stderr
+    proc = helm(*_args(["monitoring.kind=Probe"]), check=False)
+    assert proc.returncode != 0 and "monitoring" in proc.stderr and "kind" in proc.stderr
 
 
 def test_web_config_mounts_the_secret_and_scrapes_over_https(
@@ -388,12 +458,13 @@ def test_servicemonitor_sets_the_job_the_rules_select() -> None:
 
     assert load_thresholds().matchers == ('job="contention-exporter"',)
     for release in (RELEASE, "monitoring-ce"):
-        docs = load_docs(helm("template", release, str(CHART), "--namespace", NAMESPACE).stdout)
-        (ep,) = one(docs, "ServiceMonitor")["spec"]["endpoints"]
-        job = [r for r in ep["relabelings"] if r.get("targetLabel") == "job"]
-        assert job == [
-            {"targetLabel": "job", "replacement": "contention-exporter", "action": "replace"}
-        ]
+        for kind, key in (("ServiceMonitor", "endpoints"), ("PodMonitor", "podMetricsEndpoints")):
+            docs = render([f"monitoring.kind={kind}"], release=release)
+            (ep,) = one(docs, kind)["spec"][key]
+            job = [r for r in ep["relabelings"] if r.get("targetLabel") == "job"]
+            assert job == [
+                {"targetLabel": "job", "replacement": "contention-exporter", "action": "replace"}
+            ]
 
 
 def test_kube_prometheus_stack_release_label(rendered: dict[str, list[Doc]]) -> None:
@@ -456,6 +527,69 @@ def test_no_kubernetes_mode_has_no_pod_rbac(rendered: dict[str, list[Doc]]) -> N
         d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding", "ServiceAccount")
     ]
     assert "--kubernetes" not in exporter_container(docs)["args"]
+
+
+# --- without the Prometheus Operator ----------------------------------------------------
+
+
+def test_without_the_operators_apis_the_chart_installs_without_its_objects() -> None:
+    """Each operator object is rendered only where the cluster serves its API: without
+    them the exporter, its Service and the dashboards (plain ConfigMaps) install alone,
+    unchanged."""
+    docs = render(["alertmanagerConfig.enabled=true"], apis=())
+    kinds = [d["kind"] for d in docs]
+    assert not set(kinds) & CRD_KINDS
+    assert {"DaemonSet", "Service", "ConfigMap"} <= set(kinds)
+    assert one(docs, "DaemonSet") == one(render([]), "DaemonSet")
+    # Each object needs only its own API.
+    for api in OPERATOR_APIS:
+        kind = api.rsplit("/", 1)[1]
+        sets = ["alertmanagerConfig.enabled=true", f"monitoring.kind={kind}"]
+        if kind not in ("ServiceMonitor", "PodMonitor"):
+            sets = ["alertmanagerConfig.enabled=true"]
+        got = [d["kind"] for d in render(sets, apis=(api,)) if d["kind"] in CRD_KINDS]
+        assert got == [kind], api
+
+
+def _notes(sets: list[str]) -> str:
+    """The install notes (`helm install --dry-run=client`: Helm 4 renders them offline,
+    for a cluster that serves no operator API)."""
+    args = ["install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--dry-run=client"]
+    for s_ in sets:
+        args += ["--set", s_]
+    out = helm(*args).stdout
+    assert "NOTES:" in out
+    return out.split("NOTES:", 1)[1]
+
+
+def test_the_install_notes_say_what_was_left_out_and_why() -> None:
+    notes = _notes(["alertmanagerConfig.enabled=true"])
+    assert "NOT CREATED" in notes and "CRDs are not installed" in notes
+    for kind in ("ServiceMonitor", "PrometheusRule", "AlertmanagerConfig"):
+        assert f"the {kind} (" in notes
+    assert "nothing scrapes the exporter" in notes and "monitoring.requireCRDs=true" in notes
+    assert "no `release` label" not in notes  # nothing was created to carry it
+    pm = _notes(["monitoring.kind=PodMonitor", "prometheusRule.enabled=false"])
+    assert "the PodMonitor (nothing scrapes" in pm and "PrometheusRule" not in pm
+    off = _notes(["serviceMonitor.enabled=false", "prometheusRule.enabled=false"])
+    assert "NOT CREATED" not in off
+
+
+def test_require_crds_fails_the_install_where_an_api_is_missing() -> None:
+    proc = helm(
+        *template_args(["monitoring.requireCRDs=true"], apis=OPERATOR_APIS[:1]), check=False
+    )
+    assert proc.returncode != 0
+    assert "monitoring.requireCRDs: this cluster does not serve" in proc.stderr
+    assert "monitoring.coreos.com/v1/PrometheusRule" in proc.stderr
+    assert "monitoring.coreos.com/v1/ServiceMonitor," not in proc.stderr  # it is served
+    kinds = {d["kind"] for d in render(["monitoring.requireCRDs=true"])}
+    assert {"ServiceMonitor", "PrometheusRule"} <= kinds
+    # Disabled objects need no API.
+    off = ["serviceMonitor.enabled=false", "prometheusRule.enabled=false"]
+    assert not {d["kind"] for d in render(["monitoring.requireCRDs=true", *off], apis=())} & (
+        CRD_KINDS
+    )
 
 
 # --- thresholds: the alerts and the exporter never disagree ---------------------------------

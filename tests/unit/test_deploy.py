@@ -371,11 +371,16 @@ def test_dockerfile_installs_what_the_reference_build_installs() -> None:
 def test_servicemonitor_keeps_the_exporters_own_labels(
     rendered: dict[str, list[dict[str, Any]]],
 ) -> None:
-    """namespace/pod/container name the measured container, not the exporter's pod;
-    instance (and node) name the node, not the pod's IP, which changes at every rollout."""
+    """namespace/pod/container name the measured container, never the exporter's pod:
+    the series' own win, and the target's (the exporter's pod) are dropped; instance
+    (and node) name the node, not the pod's IP, which changes at every rollout."""
     (endpoint,) = _one(rendered["base"], "ServiceMonitor")["spec"]["endpoints"]
     assert endpoint["honorLabels"] is True
-    relabel = {r["targetLabel"]: r for r in endpoint["relabelings"]}
+    relabel = {r["targetLabel"]: r for r in endpoint["relabelings"] if "targetLabel" in r}
     for label in ("instance", "node"):
         assert relabel[label]["sourceLabels"] == ["__meta_kubernetes_pod_node_name"]
         assert relabel[label]["action"] == "replace"
+    assert endpoint["relabelings"][-1] == {
+        "action": "labeldrop",
+        "regex": "namespace|pod|container",
+    }

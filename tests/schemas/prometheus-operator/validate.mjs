@@ -1,4 +1,4 @@
-// Validate ServiceMonitor, PrometheusRule and AlertmanagerConfig objects against the Prometheus Operator's
+// Validate ServiceMonitor, PodMonitor, PrometheusRule and AlertmanagerConfig objects against the Prometheus Operator's
 // CRD schemas, the way the API server would with strict field validation:
 //
 //   1. the schema (types, required fields, enums, patterns such as the duration
@@ -13,18 +13,20 @@
 //
 // Input: a JSON array of objects on stdin. Output: a JSON array of
 // {index, kind, name, errors: [string]} for every object with errors (empty: all valid).
-// Objects of other kinds are an error: the caller sends only these three kinds.
+// Objects of other kinds are an error: the caller sends only these four kinds.
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import ts from "typescript";
 import { PrometheusRule } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule";
 import { ServiceMonitor } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor";
+import { PodMonitor } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor";
 import { AlertmanagerConfig } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1alpha1/AlertmanagerConfig";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const KINDS = {
   ServiceMonitor: { model: ServiceMonitor, iface: "IServiceMonitor", version: "v1" },
+  PodMonitor: { model: PodMonitor, iface: "IPodMonitor", version: "v1" },
   PrometheusRule: { model: PrometheusRule, iface: "IPrometheusRule", version: "v1" },
   AlertmanagerConfig: { model: AlertmanagerConfig, iface: "IAlertmanagerConfig", version: "v1alpha1" },
 };
@@ -32,7 +34,7 @@ const KINDS = {
 function schemaErrors(doc) {
   const kind = KINDS[doc.kind];
   if (!kind || doc.apiVersion !== `monitoring.coreos.com/${kind.version}`) {
-    return [`not a ServiceMonitor, PrometheusRule (v1) or AlertmanagerConfig (v1alpha1): ${doc.apiVersion} ${doc.kind}`];
+    return [`not a ServiceMonitor, PodMonitor, PrometheusRule (v1) or AlertmanagerConfig (v1alpha1): ${doc.apiVersion} ${doc.kind}`];
   }
   try {
     new kind.model(doc).validate();
