@@ -131,7 +131,8 @@ def increase_refaults(window: str, *matchers: str) -> str:
     return f"sum without(type) ({increase(REFAULTS, window, *matchers)})"
 
 
-def usage_cores(window: str, *matchers: str) -> str:
-    """CPU cores used over the part of ``window`` the cgroup was watched: a cgroup
-    younger than the window is not understated (docs/findings.md#young-series)."""
-    return f"{rate(USAGE, window, *matchers)}\n/\n{rate(SAMPLED, window, *matchers)}"
+def usage_cores(window: str, *matchers: str, k: int = 0) -> str:
+    """CPU cores used over the part of ``window`` (ending ``k`` minutes ago) the cgroup
+    was watched: a cgroup younger than the window is not understated
+    (docs/findings.md#young-series)."""
+    return f"{rate(USAGE, window, *matchers, k=k)}\n/\n{rate(SAMPLED, window, *matchers, k=k)}"

@@ -3,8 +3,9 @@ threshold file, no exposition.
 
 ``thresholds`` reads the one threshold config; ``signals`` computes per-minute values,
 ``aggregates`` the window's (Clock, throttling, usage, culprit shares, memory
-overages); ``evaluate`` decides; ``messages`` explains; ``model`` is what a finding is
-and the ``/findings`` document.
+overages); ``beyond_request`` the usage side of the culprit test; ``evaluate``
+decides; ``messages`` explains; ``model`` is what a finding is and the ``/findings``
+document.
 """
 
 from __future__ import annotations

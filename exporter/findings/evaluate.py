@@ -34,8 +34,8 @@ from .aggregates import (
     throttle_totals,
     watched,
     window_blame,
-    workload_use,
 )
+from .beyond_request import container_entitled, workload_entitled
 from .model import (
     CULPRIT_HYPERVISOR,
     CULPRIT_WORKLOAD,
@@ -256,7 +256,7 @@ def _cpu_stall_findings(
         ccw = window.containers.get(b.key)
         usage = cpu_usage_cores(folds_in(ccw, clock.window), th) if ccw is not None else None
         request = b.identity.cpu_request_cores
-        if usage is not None and request is not None and usage <= request:
+        if container_entitled(ccw, request, clock, th):
             continue  # inside its request: entitled to the CPU, not the problem
         culprit = Culprit(
             kind=b.culprit_kind,
@@ -295,14 +295,15 @@ def _cpu_stall_findings(
 def _workload_culprits(ctx: _Context, top: TopCulprits) -> list[Culprit]:
     """The victim's top workloads whose containers together pass the culprit test:
     their summed share of its wait at or above blameShare, and their running members'
-    summed use above their summed requests (docs/findings.md#workload-culprits)."""
+    summed use above their summed requests, over the window or at an earlier minute
+    boundary of the sustain (docs/findings.md#workload-culprits)."""
     th, clock = ctx.th, ctx.clock
     out = []
     for ws in top.workloads:
         if ws.share < th.blame_share:
             continue
-        use = workload_use(ctx.window, ws.namespace, ws.workload, clock, th)
-        if use.entitled():
+        entitled, use = workload_entitled(ctx.window, ws.namespace, ws.workload, clock, th)
+        if entitled:
             continue  # inside its requests: entitled to the CPU, not the problem
         out.append(_workload_culprit(ws, use.usage_cores, use.request_cores))
     return out

@@ -59,13 +59,22 @@ def noisy_neighbor(
             f"run-queue wait over {th.window_minutes}m though no single one passes the "
             f"culprit test; its running containers use {use_txt} against "
             f"{'no request' if request is None else f'requests of {request:g} cores'}"
-            f"{steal_note(steal)}"
+            f"{_slowed_note(usage, request, 'them')}{steal_note(steal)}"
         )
     return (
         f"{victim} is stalled ({stall}); {c.ref} ({c.kind}) caused "
         f"{pct(c.blame_share)} of its run-queue wait over {th.window_minutes}m, "
-        f"using {use_txt} against {req_txt}{steal_note(steal)}"
+        f"using {use_txt} against {req_txt}{_slowed_note(usage, request)}{steal_note(steal)}"
     )
+
+
+def _slowed_note(usage: float | None, request: float | None, it: str = "it") -> str:
+    """A culprit named for an earlier minute boundary of the sustain: its use over the
+    whole window has already fallen to its request
+    (docs/findings.md#no-kind-flip-while-a-finding-decays)."""
+    if usage is None or not request or usage > request:
+        return ""
+    return f" (beyond {it} up to an earlier minute of the stall: it has slowed down or stopped)"
 
 
 def cpu_contended(victim: str, stall: str, have_blame: bool, steal: float | None = None) -> str:

@@ -81,6 +81,20 @@ TEXT_WORKLOAD_CULPRIT = (
     "of the two to another node.",
 )
 
+# noisy-neighbor whose culprit is named for an earlier minute boundary of the sustain
+# (docs/findings.md#no-kind-flip-while-a-finding-decays): its use over the window has
+# fallen to its request, so a request "matching its use" would change nothing.
+TEXT_SLOWED = (
+    "Lower {culprit}'s usage or give it a request that reflects it (its use over the last "
+    "{w}m has fallen to its request: it has slowed down or stopped); or move one of the "
+    "two to another node."
+)
+TEXT_WORKLOAD_SLOWED = (
+    "Lower the usage of {culprit}'s containers or give them requests that reflect it "
+    "(their use over the last {w}m has fallen to their requests: they have slowed down or "
+    "stopped); or move one of the two to another node."
+)
+
 # cpu-contended while the node loses CPU to steal (docs/findings.md#cpu-steal): the
 # missing CPU went to other guests on the host, so the sentence says so first and gives
 # the shortfall after it.
@@ -118,10 +132,14 @@ class Suggestion:
     window_minutes: int = 5
     under_steal: bool = False  # the node's cpu-steal is sustained (TEXT_UNDER_STEAL)
     workload: bool = False  # the culprit is a workload (TEXT_WORKLOAD_CULPRIT)
+    slowed: bool = False  # no value: the culprit's use fell to its request (TEXT_SLOWED)
 
     @property
     def text(self) -> str:
         """The sentence, exactly as the alert's ``remediation`` annotation renders it."""
+        if self.slowed and self.value is None:
+            tmpl = TEXT_WORKLOAD_SLOWED if self.workload else TEXT_SLOWED
+            return tmpl.format(culprit=self.culprit, w=self.window_minutes)
         if self.workload:
             with_value, without = TEXT_WORKLOAD_CULPRIT
         elif self.under_steal and self.kind in TEXT_UNDER_STEAL:

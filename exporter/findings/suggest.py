@@ -73,6 +73,8 @@ def cpu_request(
     if _latest(ccw, clock) is None:
         why = "it was gone before the window ended, so its use over the window is not known"
         return _none(Kind.NOISY_NEIGHBOR, w, basis, why, culprit_name)
+    if request is not None and usage <= request:
+        return _none(Kind.NOISY_NEIGHBOR, w, basis, _SLOWED, culprit_name, slowed=True)
     return Suggestion(
         Kind.NOISY_NEIGHBOR, millicores(usage), basis, culprit=culprit_name, window_minutes=w
     )
@@ -88,6 +90,9 @@ def workload_request(c: Culprit, th: Thresholds) -> Suggestion:
     if c.cpu_usage_cores is None:
         why = "none of its running containers has a measured use over the window yet"
         return _none(Kind.NOISY_NEIGHBOR, w, basis, why, c.ref, workload=True)
+    r = c.cpu_request_cores
+    if r is not None and r > 0 and c.cpu_usage_cores <= r:
+        return _none(Kind.NOISY_NEIGHBOR, w, basis, _SLOWED, c.ref, workload=True, slowed=True)
     return Suggestion(
         Kind.NOISY_NEIGHBOR,
         millicores(c.cpu_usage_cores),
@@ -188,6 +193,15 @@ def mem_culprit_name(ident: Identity) -> str:
     return ident.cgroup
 
 
+# A culprit named for an earlier minute boundary of the sustain
+# (docs/findings.md#no-kind-flip-while-a-finding-decays).
+_SLOWED = (
+    "its use over the window has fallen to its request: it ran beyond it up to an earlier "
+    "minute and has slowed down or stopped since, so a request matching its use would "
+    "change nothing"
+)
+
+
 def _none(
     kind: str,
     w: int,
@@ -196,6 +210,7 @@ def _none(
     culprit: str = "",
     under_steal: bool = False,
     workload: bool = False,
+    slowed: bool = False,
 ) -> Suggestion:
     return Suggestion(
         kind,
@@ -206,4 +221,5 @@ def _none(
         window_minutes=w,
         under_steal=under_steal,
         workload=workload,
+        slowed=slowed,
     )

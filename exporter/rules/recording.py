@@ -30,9 +30,11 @@ generated YAML.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .. import promql as pq
+from ..findings.beyond_request import earlier_boundaries
 from ..findings.model import NAMEABLE_CULPRIT_KINDS
 from ..findings.remediation import MIB, MILLI, PAGE_BYTES, ROUNDING_SLACK
 from ..findings.thresholds import Thresholds
@@ -45,6 +47,7 @@ from .records import (
     R_CPU_STALLED,
     R_CPU_STALLED_1M,
     R_CPU_VICTIM,
+    R_ENTITLED,
     R_FIX_CPU_LIMIT,
     R_FIX_CPU_REQUEST,
     R_FIX_MEM_LIMIT,
@@ -78,8 +81,11 @@ from .records import (
     R_USAGE,
     R_USAGE_OVER_REQ,
     R_WATCHED,
+    R_WITHIN_REQ,
+    R_WL_ENTITLED,
     R_WL_REQUEST,
     R_WL_USAGE,
+    R_WL_WITHIN,
     R_WORKLOAD_CULPRIT,
 )
 from .terms import RuleTerms, flag, with_culprit_labels
@@ -186,14 +192,33 @@ def minute_flag_rules(terms: RuleTerms) -> list[Rule]:
     ]
 
 
+def _unless_above_earlier(
+    terms: RuleTerms, within: str, on: str, above: Callable[[int], str]
+) -> str:
+    """``within`` (inside its request over the window) without those above it at an
+    earlier minute boundary of the sustain (``above(k)``: the window up to ``k``
+    minutes before its end; exporter.findings.beyond_request)."""
+    earlier = [above(k) for k in earlier_boundaries(terms.th)]
+    if not earlier:
+        return within
+    return f"{within}\nunless {on}\n(\n  " + "\n  or\n  ".join(earlier) + "\n)"
+
+
 def cpu_decision_rules(terms: RuleTerms) -> list[Rule]:
     """The CPU decisions (value 1), docs/findings.md's gating, one term per sustain
     minute, and the containers named as culprits."""
     th = terms.th
+    w = terms.window
     cgroup_on = _victim_on(terms)
     nameable = f'culprit_kind=~"{"|".join(NAMEABLE_CULPRIT_KINDS)}"'
     request = terms.select(pq.CPU_REQUEST)
     within_request = f"{_running_usage(terms)} <= {cgroup_on} group_left() {request}"
+    entitled = _unless_above_earlier(
+        terms,
+        R_WITHIN_REQ.format(w=w),
+        cgroup_on,
+        lambda k: f"(\n  {terms.usage_cores(k)}\n  ) > {cgroup_on} group_left() {request}",
+    )
     stalled = flag(terms.each_sustain_minute(R_CPU_STALLED_1M + "{off}"))
     return [
         _record(R_CPU_STALLED, f"{stalled}\nand {R_WATCHED}"),
@@ -205,6 +230,8 @@ def cpu_decision_rules(terms: RuleTerms) -> list[Rule]:
         _record(
             R_CPU_BOTH, flag(f"({terms.psi_some()} >= {num(th.stall_some)}) and {R_RUNQ_SLOW_1M}")
         ),
+        _record(R_WITHIN_REQ.format(w=w), within_request),
+        _record(R_ENTITLED.format(w=w), entitled),
         _record(
             R_BLAME_CULPRIT,
             f"({terms.select(pq.BLAME_SHARE, nameable)} >= {num(th.blame_share)})\n"
@@ -212,7 +239,7 @@ def cpu_decision_rules(terms: RuleTerms) -> list[Rule]:
             f"unless {terms.on(*IDENTITY_LABELS, *CULPRIT_IDENTITY)}\n"
             f"{with_culprit_labels(terms.select(pq.USAGE))}\n"
             # a culprit at or below its own request is entitled to the CPU
-            f"unless {terms.on(*CULPRIT_IDENTITY)}\n" + with_culprit_labels(within_request),
+            f"unless {terms.on(*CULPRIT_IDENTITY)}\n" + with_culprit_labels(R_ENTITLED.format(w=w)),
         ),
     ]
 
@@ -220,18 +247,32 @@ def cpu_decision_rules(terms: RuleTerms) -> list[Rule]:
 def workload_culprit_rules(terms: RuleTerms) -> list[Rule]:
     """Workloads: their running containers' usage and requests, summed, and the
     workloads named as culprits (docs/findings.md#workload-culprits)."""
-    usage = R_WL_USAGE.format(w=terms.window)
-    running = _running_usage(terms)
-    requests = f"({terms.select(pq.CPU_REQUEST)} and {_victim_on(terms)} {running})"
+    w = terms.window
+    usage = R_WL_USAGE.format(w=w)
+    live = terms.select(pq.USAGE)
+
+    def requests(running: str) -> str:
+        return f"({terms.select(pq.CPU_REQUEST)} and {_victim_on(terms)} {running})"
+
+    def above(k: int) -> str:
+        running = f"(\n  {terms.usage_cores(k)}\n  and {live}\n  )"
+        used, asked = terms.per_workload(running), terms.per_workload(requests(running))
+        return f"(\n  {used}\n  > {asked}\n)\nand\n(\n  {asked}\n  > 0\n)"
+
+    wl_on = terms.on(*WORKLOAD_CULPRIT_LABELS)
     return [
-        _record(usage, terms.per_workload(running)),
-        _record(R_WL_REQUEST, terms.per_workload(requests)),
+        _record(usage, terms.per_workload(_running_usage(terms))),
+        _record(R_WL_REQUEST, terms.per_workload(requests(_running_usage(terms)))),
+        # inside the sum of its running containers' requests: entitled to the CPU
+        _record(R_WL_WITHIN.format(w=w), f"({usage} <= {R_WL_REQUEST})\nand ({R_WL_REQUEST} > 0)"),
+        _record(
+            R_WL_ENTITLED.format(w=w),
+            _unless_above_earlier(terms, R_WL_WITHIN.format(w=w), wl_on, above),
+        ),
         _record(
             R_WORKLOAD_CULPRIT,
             f"({terms.select(pq.WORKLOAD_BLAME_SHARE)} >= {num(terms.th.blame_share)})\n"
-            # inside the sum of its running containers' requests: entitled to the CPU
-            f"unless {terms.on(*WORKLOAD_CULPRIT_LABELS)}\n"
-            f"(\n  ({usage} <= {R_WL_REQUEST})\n  and ({R_WL_REQUEST} > 0)\n)",
+            f"unless {wl_on} {R_WL_ENTITLED.format(w=w)}",
         ),
     ]
 
@@ -283,15 +324,19 @@ def remediation_rules(terms: RuleTerms) -> list[Rule]:
         _record(R_FIX_CPU_LIMIT.format(w=w), _above(demand, cgroup_on, cpu_limit, f"* {MILLI}")),
         _record(
             R_FIX_CPU_REQUEST.format(w=w),
-            # only while the culprit still runs: a gone one's use over the window is unknown
+            # only while the culprit still runs: a gone one's use over the window is
+            # unknown; and not once it has fallen to its request (named for an earlier
+            # minute boundary: a request matching its use would change nothing)
             f"ceil({R_USAGE.format(w=w)} * {MILLI} - {slack})\n"
-            f"and present_over_time({terms.select(pq.USAGE)}[1m])",
+            f"and present_over_time({terms.select(pq.USAGE)}[1m])\n"
+            f"unless {cgroup_on} {R_WITHIN_REQ.format(w=w)}",
         ),
         # a workload culprit: its running containers' summed use (rows only while one of
-        # them has a measured use, as the evaluator's)
+        # them has a measured use, as the evaluator's, and it is above their requests)
         _record(
             R_FIX_WL_REQUEST.format(w=w),
-            f"ceil({R_WL_USAGE.format(w=w)} * {MILLI} - {slack})",
+            f"ceil({R_WL_USAGE.format(w=w)} * {MILLI} - {slack})\n"
+            f"unless {terms.on(*WORKLOAD_CULPRIT_LABELS)} {R_WL_WITHIN.format(w=w)}",
         ),
         _record(
             R_FIX_NODE_CPU.format(w=w),

@@ -41,11 +41,17 @@ R_CPU_STALLED = "cgroup:contention_cpu_stalled:sustained"
 R_CPU_VICTIM = "cgroup:contention_cpu_unthrottled_stall:sustained"
 R_CPU_CRIT = "cgroup:contention_cpu_severity_critical:rate1m"
 R_CPU_BOTH = "cgroup:contention_cpu_stall_both_signals:rate1m"
+# Culprits inside their request over the window (value: the usage), and those of them
+# inside it at every earlier minute boundary of the sustain too (docs/findings.md).
+R_WITHIN_REQ = "cgroup:contention_cpu_usage_per_sampled_seconds:within_request_rate{w}"
+R_ENTITLED = "cgroup:contention_cpu_usage_per_sampled_seconds:entitled_rate{w}"
 R_BLAME_CULPRIT = "cgroup:contention_blame_share:culprit"
 R_WORKLOAD_CULPRIT = "cgroup:contention_workload_blame_share:culprit"
 # A workload's running containers: summed usage and summed requests (docs/findings.md).
 R_WL_USAGE = "workload:contention_cpu_usage_per_sampled_seconds:sum_ratio_rate{w}"
 R_WL_REQUEST = "workload:contention_cpu_request_cores:sum"
+R_WL_WITHIN = "workload:contention_cpu_usage_per_sampled_seconds:sum_within_request_rate{w}"
+R_WL_ENTITLED = "workload:contention_cpu_usage_per_sampled_seconds:sum_entitled_rate{w}"
 R_MEM_PRESSURE = "cgroup:contention_memory_pressure:sustained"
 R_MEM_THRASH = "cgroup:contention_memory_limit_thrash:sustained"
 R_MEM_CRIT = "cgroup:contention_memory_severity_critical:rate1m"

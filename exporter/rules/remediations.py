@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from ..findings.model import REMEDIATION, Kind
 from ..findings.remediation import (
+    TEXT_SLOWED,
     TEXT_UNDER_STEAL,
     TEXT_WITH_VALUE,
     TEXT_WITHOUT_VALUE,
     TEXT_WORKLOAD_CULPRIT,
+    TEXT_WORKLOAD_SLOWED,
 )
 from ..findings.thresholds import Thresholds
 from ..identity import IDENTITY_LABELS
@@ -22,6 +24,8 @@ from .records import (
     R_FIX_NODE_CPU,
     R_FIX_WL_REQUEST,
     R_STEAL_SUSTAINED,
+    R_WITHIN_REQ,
+    R_WL_WITHIN,
 )
 from .templates import MEM_CULPRIT_T, node_with_t
 
@@ -36,13 +40,15 @@ def _remediation_t(
     culprit_t: str = "",
     texts: tuple[str, str] | None = None,
     match: tuple[tuple[str, str], ...] | None = None,
+    slowed: tuple[str, str] | None = None,
 ) -> str:
     """The remediation sentence of ``kind`` with the recording rule's value for this
     alert: the victim's (``whose=""``), the culprit's (``"culprit_"``: its identity
     labels, prefixed) or the node's (None); or the sentence without a value.
     ``texts``: the (with value, without) sentences, by default the kind's.
     ``match``: (the record's label, the alert's label) pairs that pick the record's
-    row instead of ``whose``'s identity labels."""
+    row instead of ``whose``'s identity labels. ``slowed``: (a record, its sentence):
+    without a value, that sentence where the record has the alert's row."""
     if match is None:
         own = IDENTITY_LABELS if whose is not None else ()
         match = tuple((lab, f"{whose}{lab}") for lab in own)
@@ -53,6 +59,11 @@ def _remediation_t(
     with_text, without_text = texts or (TEXT_WITH_VALUE[kind], TEXT_WITHOUT_VALUE[kind])
     with_value = with_text.format(value=VALUE_T, culprit=culprit_t, w=w)
     without = without_text.format(culprit=culprit_t, w=w)
+    if slowed is not None:
+        without = (
+            f'{{{{ with printf "{slowed[0]}{{{sel}}}" {args} | query }}}}'
+            f"{slowed[1].format(culprit=culprit_t, w=w)}{{{{ else }}}}{without}{{{{ end }}}}"
+        )
     return (
         f'{{{{ with printf "{record}{{{sel}}}" {args} | query }}}}'
         f"{with_value}{{{{ else }}}}{without}{{{{ end }}}}"
@@ -78,6 +89,7 @@ def remediations(th: Thresholds) -> dict[Kind, str]:
                 "{{ $labels.culprit }}",
                 TEXT_WORKLOAD_CULPRIT,
                 tuple((lab, lab) for lab in WORKLOAD_CULPRIT_LABELS),
+                (R_WL_WITHIN.format(w=w), TEXT_WORKLOAD_SLOWED),
             )
             + "{{ else }}"
             + _remediation_t(
@@ -86,6 +98,7 @@ def remediations(th: Thresholds) -> dict[Kind, str]:
                 R_FIX_CPU_REQUEST.format(w=w),
                 "culprit_",
                 "{{ $labels.culprit }}",
+                slowed=(R_WITHIN_REQ.format(w=w), TEXT_SLOWED),
             )
             + "{{ end }}"
         ),

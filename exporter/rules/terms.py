@@ -42,6 +42,12 @@ class RuleTerms:
         """The findings window as a range (``5m``)."""
         return f"{self.th.window_minutes}m"
 
+    def usage_cores(self, k: int = 0) -> str:
+        """CPU cores used over the window up to ``k`` minutes before its end (the part
+        of the window the cgroup was watched; ``k`` > 0: an earlier minute boundary of
+        the sustain, ``exporter.findings.beyond_request``)."""
+        return pq.usage_cores(f"{self.th.window_minutes - k}m", *self.matchers, k=k)
+
     def on(self, *extra: str) -> str:
         return pq.on(self.th.join_labels, *extra)
 
