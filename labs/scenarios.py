@@ -66,6 +66,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import yaml
 
 from .cgroups import PREFIX, LabCgroup, LabError, LabLayout, detect_layout, kubelet_shares
+from .kube import LabPod, PodSink
 from .workers import spawn_busy, spawn_periodic
 
 LAB_NAMESPACE = "lab"
@@ -523,6 +524,11 @@ class LabRun:
     runs the lab without telling anyone its requests (kernel-side only). ``cpu`` pins
     every workload to that CPU (default: a ``one_cpu`` lab's :func:`lab_cpu`, others
     unpinned), so that two labs can run at once, each with a CPU of its own.
+
+    ``pods``: Kubernetes mode (:mod:`labs.kube`): every container with a request is a
+    pod sent to this API server, in a kubelet-shaped cgroup; the others stay plain
+    cgroups named by their path. Then :meth:`cgroup_path` and :meth:`ref` say what the
+    exporter names each container, and ``metadata`` is not used.
     """
 
     lab: Lab
@@ -530,6 +536,9 @@ class LabRun:
     metadata: MetadataFile | None = None
     layout: LabLayout | None = None
     cpu: int | None = None
+    pods: PodSink | None = None
+    lab_pods: dict[str, LabPod] = field(default_factory=dict)
+    _chains: dict[str, list[LabCgroup]] = field(default_factory=dict)  # kube: above the leaf
     cgroups: dict[str, LabCgroup] = field(default_factory=dict)
     parent: LabCgroup | None = None
     started_at: float | None = None  # time.time() when the workloads started
@@ -543,7 +552,7 @@ class LabRun:
     def start(self) -> LabRun:
         layout = self.layout or detect_layout()
         try:
-            if self.metadata is not None:
+            if self.metadata is not None and self.pods is None:
                 # Before the cgroups exist: their first sample already carries requests.
                 self.metadata.add(self.lab.metadata_entries())
             self.parent = LabCgroup.create(
@@ -552,12 +561,7 @@ class LabRun:
                 layout=layout,
             )
             for b in self.lab.boxes:
-                self.cgroups[b.role] = LabCgroup.create(
-                    b.role,
-                    cpu_quota_cores=b.cpu_limit,
-                    cpu_shares=b.shares,
-                    parent=self.parent,
-                )
+                self.cgroups[b.role] = self._make_container(b, self.parent)
             for b in self.lab.boxes:
                 cg = self.cgroups[b.role]
                 if b.busy:
@@ -577,6 +581,47 @@ class LabRun:
             self.stop()
             raise
         return self
+
+    def _make_container(self, b: Box, parent: LabCgroup) -> LabCgroup:
+        """The container's cgroup: directly under the lab's parent, or in Kubernetes
+        mode, for a container with a request, a pod (sent to the API server first, so
+        its first sample is named) in a kubelet-shaped cgroup below a directory with
+        its weight (:mod:`labs.kube`)."""
+        if self.pods is None or b.cpu_request is None:
+            return LabCgroup.create(
+                b.role, cpu_quota_cores=b.cpu_limit, cpu_shares=b.shares, parent=parent
+            )
+        pod = LabPod.of(
+            LAB_NAMESPACE, self.lab.pod(b.role), LAB_CONTAINER, b.cpu_request, b.cpu_limit
+        )
+        self.pods.create(pod.api_object())
+        self.lab_pods[b.role] = pod
+        chain = self._chains.setdefault(b.role, [])
+        cg = LabCgroup.create(b.role, cpu_shares=b.shares, parent=parent)
+        chain.append(cg)
+        for i, name in enumerate(pod.cgroup_chain):
+            last = i == len(pod.cgroup_chain) - 1
+            cg = LabCgroup.create(
+                name,
+                cpu_quota_cores=b.cpu_limit if last else None,
+                cpu_shares=b.shares,
+                parent=cg,
+            )
+            if not last:
+                chain.append(cg)
+        return cg
+
+    def cgroup_path(self, role: str) -> str:
+        """The ``cgroup`` label the exporter gives the container (its path)."""
+        cg = self.cgroups.get(role)
+        return cg.path if cg is not None else self.lab.cgroup_path(role)
+
+    def ref(self, role: str) -> str:
+        """What the container's series and alerts name it by: ``namespace/pod/container``
+        (the metadata file's names, or its pod's), else its cgroup path."""
+        if self.pods is None or role in self.lab_pods:
+            return self.lab.ref(role)
+        return self.cgroup_path(role)
 
     @property
     def pinned_to(self) -> int | None:
@@ -651,12 +696,20 @@ class LabRun:
         self.stop_workloads()
         errors: list[str] = []
         parent = [] if self.parent is None else [self.parent]
-        for cg in [*reversed(list(self.cgroups.values())), *parent]:
+        chains = [cg for c in self._chains.values() for cg in reversed(c)]
+        for cg in [*reversed(list(self.cgroups.values())), *chains, *parent]:
             try:
                 cg.remove()
             except (LabError, OSError) as e:
                 errors.append(f"{cg.path}: {e}")
-        if self.metadata is not None:
+        for pod in self.lab_pods.values():
+            try:
+                assert self.pods is not None
+                self.pods.delete(pod.namespace, pod.name)
+            except (OSError, ValueError) as e:  # the emulator's HTTP errors are OSErrors
+                errors.append(f"pod {pod.namespace}/{pod.name}: {e}")
+        self.lab_pods.clear()
+        if self.metadata is not None and self.pods is None:
             try:
                 self.metadata.remove(list(self.lab.metadata_entries()))
             except OSError as e:
