@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Keep the Helm chart and the kustomize base in step: the chart is the source.
 
-1. Copies the exporter's generated rules and dashboards into the chart
-   (deploy/helm/contention-exporter/files/), which can only read files inside itself.
+1. Writes the chart's generated files (exporter/chart): the rules and dashboards with
+   a placeholder wherever a threshold prints, which the chart fills from
+   `.Values.thresholds` at install (deploy/helm/contention-exporter/files/), and the
+   `thresholds` part of its values.schema.json.
 2. Renders the chart with its default values (`helm template`) and writes each
    template's objects to the kustomize base (deploy/<template>.yaml), without Helm's
    bookkeeping labels. The PrometheusRule and the dashboards' ConfigMaps are not
@@ -56,11 +58,12 @@ def helm_binary() -> str:
 
 
 def chart_files() -> dict[Path, str]:
-    """The generated inputs the chart ships, copied byte for byte."""
-    out = {CHART / "files/contention.rules.yaml": (ROOT / "rules/contention.rules.yaml")}
-    for src in sorted((ROOT / "dashboards").glob("*.json")):
-        out[CHART / "files/dashboards" / src.name] = src
-    return {dst: src.read_text("utf-8") for dst, src in out.items()}
+    """The chart's generated files, for the packaged thresholds."""
+    sys.path.insert(0, str(ROOT))
+    from exporter.chart.files import chart_files as generate
+    from exporter.findings.thresholds import load_thresholds
+
+    return generate(load_thresholds(), ROOT)
 
 
 def split_rendered(text: str) -> dict[str, list[str]]:
@@ -97,7 +100,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if stale")
     args = ap.parse_args()
-    files = chart_files()  # first: the chart renders the copies
+    files = chart_files()  # first: the chart renders from them
     if not args.check:
         for path, text in files.items():
             _write(path, text)

@@ -1,17 +1,15 @@
 """deploy/helm/contention-exporter: `helm lint`, `helm template` for the defaults and
 each option, strict validation of what it renders (built-in kinds for Kubernetes
 1.29-1.37, the Prometheus Operator's CRD schemas), the chart and the kustomize base
-rendering the same objects, the operator's objects only where their API is served,
-and the thresholds guard (rules and exporter never disagree). The scrape through a
-real Prometheus: test_chart_scrape.py."""
+rendering the same objects, and the operator's objects only where their API is
+served. The thresholds: test_chart_thresholds.py; the scrape through a real
+Prometheus: test_chart_scrape.py."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -115,22 +113,6 @@ def _args(sets: list[str], *extra: str) -> list[str]:
 @pytest.fixture(scope="module")
 def rendered() -> dict[str, list[Doc]]:
     return {name: template(sets) for name, sets in OPTIONS.items()}
-
-
-@pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Values made by scripts/chart-thresholds.py from a thresholds override."""
-    d = tmp_path_factory.mktemp("thresholds")
-    (d / "thresholds.yaml").write_text("stallSome: 0.3\nrunqP99Ms: 50\nrefaultPerMin: 2000000\n")
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts/chart-thresholds.py"), str(d / "thresholds.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    (d / "values.yaml").write_text(proc.stdout)
-    return d
 
 
 # --- lint and render ---------------------------------------------------------------------
@@ -590,133 +572,3 @@ def test_require_crds_fails_the_install_where_an_api_is_missing() -> None:
     assert not {d["kind"] for d in render(["monitoring.requireCRDs=true", *off], apis=())} & (
         CRD_KINDS
     )
-
-
-# --- thresholds: the alerts and the exporter never disagree ---------------------------------
-
-
-def test_custom_thresholds_without_generated_rules_are_refused() -> None:
-    proc = helm("template", RELEASE, str(CHART), "--set", "thresholds.stallSome=0.3", check=False)
-    assert proc.returncode != 0
-    assert "chart-thresholds.py" in proc.stderr
-    # Without rules or dashboards there is nothing to disagree with.
-    ok = template(
-        ["prometheusRule.enabled=false", "dashboards.enabled=false"],
-        "--set-json",
-        "thresholds.stallSome=0.3",  # --set would pass "0.3", a string
-    )
-    cm = one(ok, "ConfigMap", f"{RELEASE}-thresholds")
-    assert json.loads(cm["data"]["thresholds.yaml"]) == {"stallSome": 0.3}
-
-
-def test_the_bundle_deploys_rules_and_dashboards_made_from_its_thresholds(
-    bundle: Path, tmp_path: Path
-) -> None:
-    docs = template([], "-f", str(bundle / "values.yaml"))
-    exporter = exporter_container(docs)
-    assert "--config=/etc/contention-exporter/thresholds.yaml" in exporter["args"]
-    cm = one(docs, "ConfigMap", f"{RELEASE}-thresholds")
-    given = yaml.safe_load((bundle / "thresholds.yaml").read_text())
-    assert yaml.safe_load(cm["data"]["thresholds.yaml"]) == given
-    # The exporter accepts what the ConfigMap holds.
-    (tmp_path / "t.yaml").write_text(cm["data"]["thresholds.yaml"])
-    ce = str(Path(sys.executable).parent / "contention-exporter")
-    cfg = subprocess.run(
-        [ce, "rules", "print", "config", "--config", str(tmp_path / "t.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert cfg.returncode == 0, cfg.stderr
-    assert yaml.safe_load(cfg.stdout)["refaultPerMin"] == 2000000
-    # The rules are exactly what the exporter's generator makes from the same file.
-    want = subprocess.run(
-        [ce, "rules", "print", "rules", "--config", str(bundle / "thresholds.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert want.returncode == 0, want.stderr
-    groups = one(docs, "PrometheusRule")["spec"]["groups"]
-    assert groups == yaml.safe_load(want.stdout)["groups"]
-    default_groups = one(template([]), "PrometheusRule")["spec"]["groups"]
-    assert groups != default_groups  # the thresholds did reach the rules
-    pod = one(docs, "DaemonSet")["spec"]["template"]["metadata"]
-    assert "checksum/thresholds" in pod["annotations"]
-    # The dashboards too (their threshold lines).
-    dashboards = {
-        name: text
-        for cm in docs
-        if "grafana_dashboard" in cm["metadata"].get("labels", {})
-        for name, text in cm["data"].items()
-    }
-    assert set(dashboards) == {p.name for p in (ROOT / "dashboards").glob("*.json")}
-    for name, text in dashboards.items():
-        packaged = (ROOT / "dashboards" / name).read_text()
-        assert text != packaged, f"{name}: the custom thresholds did not reach the dashboard"
-    assert crd_errors([one(docs, "PrometheusRule")]) == []
-
-
-@pytest.mark.parametrize(
-    ("sets", "message"),
-    [
-        (["thresholds.stallSome=0.35"], "differ from the thresholds"),
-        (["thresholds.criticalCpuFull=0.2"], "differ from the thresholds"),
-        (["generated.version=0.0.1"], "was made by contention-exporter 0.0.1"),
-    ],
-)
-def test_the_bundle_is_refused_once_thresholds_drift(
-    bundle: Path, sets: list[str], message: str
-) -> None:
-    args = ["template", RELEASE, str(CHART), "-f", str(bundle / "values.yaml")]
-    for s in sets:
-        args += ["--set", s]
-    proc = helm(*args, check=False)
-    assert proc.returncode != 0
-    assert message in proc.stderr
-
-
-def _crd_matchers(matchers: list[str]) -> list[dict[str, str]]:
-    """Alertmanager's `name="value"` matchers as an AlertmanagerConfig's."""
-    out = []
-    for m in matchers:
-        name, _, value = m.partition("=")
-        out.append({"name": name, "value": value.strip('"'), "matchType": "="})
-    return out
-
-
-@pytest.mark.parametrize("overrides", ["", "clusterLabel: k8s_cluster\n"])
-def test_alertmanagerconfig_holds_the_shipped_inhibit_rule(
-    rendered: dict[str, list[Doc]], tmp_path: Path, overrides: str
-) -> None:
-    """The chart's AlertmanagerConfig is rules/alertmanager.inhibit.yaml, for the
-    default thresholds and for a cluster label; it is off by default and carries the
-    labels kube-prometheus-stack selects."""
-    from exporter.findings.thresholds import load_thresholds
-    from exporter.rules.pack import render_inhibit_file
-
-    assert not [d for d in rendered["default"] if d["kind"] == "AlertmanagerConfig"]
-    extra: list[str] = []
-    (tmp_path / "t.yaml").write_text(overrides or "# defaults\n")
-    if overrides:
-        proc = subprocess.run(
-            [sys.executable, str(ROOT / "scripts/chart-thresholds.py"), str(tmp_path / "t.yaml")],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert proc.returncode == 0, proc.stderr
-        (tmp_path / "values.yaml").write_text(proc.stdout)
-        extra = ["-f", str(tmp_path / "values.yaml")]
-    amc = one(template(OPTIONS["alertmanager-config"], *extra), "AlertmanagerConfig")
-    assert amc["metadata"]["labels"]["release"] == "kube-prometheus-stack"
-    generated = yaml.safe_load(render_inhibit_file(load_thresholds(tmp_path / "t.yaml")))
-    (want,) = generated["inhibit_rules"]
-    assert amc["spec"]["inhibitRules"] == [
-        {
-            "sourceMatch": _crd_matchers(want["source_matchers"]),
-            "targetMatch": _crd_matchers(want["target_matchers"]),
-            "equal": want["equal"],
-        }
-    ]
-    assert crd_errors([amc]) == []

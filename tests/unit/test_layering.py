@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("exporter.findings",),  # the evaluator and the finding model
     ("exporter.yamlout",),  # the one YAML writer of generated files
     ("exporter.promql", "exporter.rules", "exporter.dashboards"),  # generators
+    ("exporter.chart",),  # the Helm chart's templated rules and dashboards
     ("exporter.exposition",),  # families and their rendered bytes
     ("exporter.server", "exporter.web"),  # HTTP: routes, and the transport below them
     ("exporter.agent",),  # wiring, once per pass

@@ -81,50 +81,6 @@ add: [{{ range $i, $c := $add }}{{ if $i }}, {{ end }}{{ $c | quote }}{{ end }}]
 {{- end -}}
 {{- end -}}
 
-{{/*
-The rule groups and dashboards the chart deploys, and the check that they were made
-from the thresholds the exporter is given. The exporter's generators (Python) are the
-only source of PromQL and dashboard JSON: this chart never computes either, it only
-refuses combinations where they would disagree.
-*/}}
-{{- define "ce.checkThresholds" -}}
-{{- $gen := .Values.generated | default dict -}}
-{{- if $gen -}}
-{{- if ne (toJson .Values.thresholds) (toJson ($gen.thresholds | default dict)) -}}
-{{- fail (printf "thresholds %s differ from the thresholds %s that the rules and dashboards in `generated` were made from: regenerate them with scripts/chart-thresholds.py (the alerts and the exporter would disagree otherwise)" (toJson .Values.thresholds) (toJson ($gen.thresholds | default dict))) -}}
-{{- end -}}
-{{- if ne (toString $gen.version) .Chart.AppVersion -}}
-{{- fail (printf "`generated` was made by contention-exporter %s but this chart deploys %s: regenerate it with scripts/chart-thresholds.py from this version" (toString $gen.version) .Chart.AppVersion) -}}
-{{- end -}}
-{{- if not (and $gen.ruleGroups $gen.dashboards) -}}
-{{- fail "`generated` lacks ruleGroups or dashboards: make it with scripts/chart-thresholds.py" -}}
-{{- end -}}
-{{- else if and .Values.thresholds (or .Values.prometheusRule.enabled .Values.dashboards.enabled) -}}
-{{- fail "custom thresholds need alert rules and dashboards generated from them, or the alerts would disagree with the exporter: run `scripts/chart-thresholds.py YOUR-THRESHOLDS.yaml > values-thresholds.yaml` and pass `-f values-thresholds.yaml` instead of setting thresholds (or disable prometheusRule and dashboards)" -}}
-{{- end -}}
-{{- end -}}
-
-{{- define "ce.ruleGroups" -}}
-{{- if .Values.generated -}}
-{{- toYaml .Values.generated.ruleGroups -}}
-{{- else -}}
-{{- toYaml (.Files.Get "files/contention.rules.yaml" | fromYaml).groups -}}
-{{- end -}}
-{{- end -}}
-
-{{/* The dashboards as a dict: file name -> JSON text. */}}
-{{- define "ce.dashboards" -}}
-{{- if .Values.generated -}}
-{{- toJson .Values.generated.dashboards -}}
-{{- else -}}
-{{- $out := dict -}}
-{{- range $path, $_ := .Files.Glob "files/dashboards/*.json" -}}
-{{- $_ := set $out (base $path) ($.Files.Get $path) -}}
-{{- end -}}
-{{- toJson $out -}}
-{{- end -}}
-{{- end -}}
-
 {{/* --web.config.file and the kube-rbac-proxy sidecar both secure /metrics: one only. */}}
 {{- define "ce.checkWebConfig" -}}
 {{- if and .Values.webConfig.secretName .Values.secureMetrics.enabled -}}
