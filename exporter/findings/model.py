@@ -32,7 +32,9 @@ NODE_KINDS = (Kind.CPU_STEAL,)
 
 
 class Severity(StrEnum):
-    """Alertmanager-style severities (docs/findings.md#severity)."""
+    """A finding's level: critical, warning, info (docs/findings.md#level-and-severity).
+    Its alert carries it as the ``level`` annotation; the alert's ``severity`` label is
+    fixed per kind (``alertSeverity``)."""
 
     CRITICAL = "critical"
     WARNING = "warning"

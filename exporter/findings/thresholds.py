@@ -24,6 +24,7 @@ from typing import Any
 
 from ..config_file import ConfigError, WatchedFile, load_yaml, read_config, validate
 from ..probe.histogram import RUNQ_BOUNDS_S as RUNQ_BOUNDS_S  # the single source of bounds
+from .model import Kind
 
 SCHEMA = "thresholds"
 
@@ -112,6 +113,7 @@ class Thresholds:
     cluster_label: str
     alert_labels: tuple[tuple[str, str], ...]
     disabled_alerts: tuple[str, ...]
+    alert_severity: tuple[tuple[str, str], ...]  # (finding kind, severity), in Kind order
     runbook_url: str
     # Self-monitoring alerts: the exporter's own health.
     exporter_down_for: str
@@ -142,6 +144,10 @@ class Thresholds:
     def alert_enabled(self, name: str) -> bool:
         return name not in self.disabled_alerts
 
+    def severity_of(self, kind: str) -> str:
+        """The ``severity`` label of a finding kind's alert (``alertSeverity``)."""
+        return dict(self.alert_severity)[kind]
+
     @property
     def runq_bound_s(self) -> float:
         """``runqP99Ms`` as a histogram bound in seconds."""
@@ -155,7 +161,7 @@ class Thresholds:
         out: dict[str, Any] = {}
         for f in fields(self):
             v = getattr(self, f.name)
-            if f.name == "alert_labels":
+            if f.name in ("alert_labels", "alert_severity"):
                 v = dict(v)
             out[_camel(f.name)] = list(v) if isinstance(v, tuple) else v
         return out
@@ -212,6 +218,8 @@ def _value(field: str, value: Any) -> Any:
         return ", ".join(selector_matchers(value))
     if field == "alert_labels":
         return tuple(sorted((k, str(v)) for k, v in (value or {}).items()))
+    if field == "alert_severity":
+        return tuple((k.value, str(value[k.value])) for k in Kind)
     if field in _DURATIONS:
         return str(value)
     if field in _WHOLE:
@@ -269,6 +277,9 @@ def from_mapping(data: dict[str, Any], source: str = "thresholds") -> Thresholds
     except ConfigError as e:
         raise ThresholdsError(str(e)) from None
     _check_beyond_schema(data, source)
+    if "alertSeverity" in data:  # a kind a file leaves out keeps the packaged severity
+        packaged = _packaged()["alertSeverity"]
+        data = {**data, "alertSeverity": {**packaged, **(data["alertSeverity"] or {})}}
     values = {_KEYS[k]: _value(_KEYS[k], v) for k, v in data.items()}
     missing = sorted(k for k, f in _KEYS.items() if f not in values)
     if missing:

@@ -1,8 +1,9 @@
 """One alerting rule as the pack writes it, whichever group it is in.
 
 Every alert gets the same treatment from the config (docs/configuration.md, "The rule
-pack"): ``severity`` first, then its own labels, then ``alertLabels``; a static
-``summary``, a templated ``description``, and the runbook reference — ``runbook_url``
+pack"): ``severity`` first (a finding kind's from ``alertSeverity``), then its own
+labels, then ``alertLabels``; a static ``summary``, a templated ``description`` (a
+finding's alert: and its ``level``), and the runbook reference — ``runbook_url``
 when ``runbookUrl`` is set, else a ``runbook`` annotation naming the section of
 docs/runbook.md shipped with the release (no link to a site that does not exist).
 ``disabledAlerts`` drops an alert from the pack. A finding's alert also carries its
@@ -39,6 +40,7 @@ def alerting_rule(
     *,
     summary: str,
     description: str,
+    level: str | None = None,
     remediation: str | None = None,
     labels: Mapping[str, str] | None = None,
     for_: str | None = None,
@@ -47,11 +49,11 @@ def alerting_rule(
     if for_:
         rule["for"] = for_
     rule["labels"] = {"severity": severity, **(labels or {}), **dict(th.alert_labels)}
-    fix = {"remediation": remediation} if remediation else {}
     rule["annotations"] = {
         "summary": summary,
         "description": description,
-        **fix,
+        **({"level": level} if level else {}),
+        **({"remediation": remediation} if remediation else {}),
         **runbook_annotations(th, name),
     }
     return rule

@@ -1,5 +1,5 @@
-"""The findings alerts: one per finding kind and severity, each combining the decisions
-the recording rules made (``recording``), with the annotations of ``descriptions`` and
+"""The findings alerts: one per finding kind, each combining the decisions the recording
+rules made (``recording``), with the annotations of ``descriptions``, ``levels`` and
 ``remediations`` and the shared treatment of ``alert``."""
 
 from __future__ import annotations
@@ -12,12 +12,10 @@ from ..identity import IDENTITY_LABELS
 from ..promql import CULPRIT_IDENTITY, num
 from .alert import alerting_rule
 from .descriptions import descriptions
+from .levels import level_sentence_t, level_t
 from .records import (
     R_BLAME_CULPRIT,
-    R_CPU_BOTH,
-    R_CPU_CRIT,
     R_CPU_VICTIM,
-    R_MEM_CRIT,
     R_MEM_CULPRIT,
     R_MEM_PRESSURE,
     R_MEM_THRASH,
@@ -55,27 +53,9 @@ STATIC_LABELS = {
 }
 
 
-# An alert's condition by severity: (severity, expr), most severe first.
-Severities = list[tuple[str, str]]
-
-
-def _cpu_severities(victim_on: str, base: str) -> Severities:
-    return [
-        ("critical", f"({base})\nand {victim_on} {R_CPU_CRIT}"),
-        ("warning", f"({base})\nand {victim_on} {R_CPU_BOTH}\nunless {victim_on} {R_CPU_CRIT}"),
-        ("info", f"({base})\nunless {victim_on} {R_CPU_CRIT}\nunless {victim_on} {R_CPU_BOTH}"),
-    ]
-
-
-def _memory_severities(victim_on: str, base: str) -> Severities:
-    return [
-        ("critical", f"({base})\nand {victim_on} {R_MEM_CRIT}"),
-        ("warning", f"({base})\nunless {victim_on} {R_MEM_CRIT}"),
-    ]
-
-
-def conditions(th: Thresholds) -> dict[Kind, Severities]:
-    """Each finding's alert conditions, by severity."""
+def conditions(th: Thresholds) -> dict[Kind, str]:
+    """Each finding kind's alert condition: one alert per kind, whatever the finding's
+    level (docs/findings.md#level-and-severity)."""
     terms = RuleTerms(th)
     victim_on = terms.on(*IDENTITY_LABELS)
     # a workload only when no container passes alone (docs/findings.md#workload-culprits)
@@ -99,17 +79,19 @@ def conditions(th: Thresholds) -> dict[Kind, Severities]:
         f"or\n({R_MEM_PRESSURE} unless {terms.on()} {R_MEM_CULPRIT})"
     )
     return {
-        Kind.CPU_THROTTLED: _cpu_severities(victim_on, throttled),
-        Kind.NOISY_NEIGHBOR: _cpu_severities(victim_on, noisy_neighbor),
-        Kind.CPU_CONTENDED: _cpu_severities(victim_on, contended),
-        Kind.MEMORY_PRESSURE: _memory_severities(victim_on, memory_pressure),
-        Kind.MEMORY_LIMIT_THRASH: _memory_severities(victim_on, R_MEM_THRASH),
-        Kind.CPU_STEAL: [("warning", steal)],
+        Kind.CPU_THROTTLED: throttled,
+        Kind.NOISY_NEIGHBOR: noisy_neighbor,
+        Kind.CPU_CONTENDED: contended,
+        Kind.MEMORY_PRESSURE: memory_pressure,
+        Kind.MEMORY_LIMIT_THRASH: R_MEM_THRASH,
+        Kind.CPU_STEAL: steal,
     }
 
 
 def alert_rules(th: Thresholds) -> list[dict[str, Any]]:
-    """Every findings alert (disabled ones included; the pack filters them)."""
+    """Every findings alert (disabled ones included; the pack filters them): its
+    ``severity`` label fixed for the kind (``alertSeverity``), the finding's level in
+    the ``level`` annotation and the description's last sentence."""
     description = descriptions(th)
     remediation = remediations(th)
     return [
@@ -117,12 +99,12 @@ def alert_rules(th: Thresholds) -> list[dict[str, Any]]:
             th,
             ALERT_NAMES[kind],
             expr,
-            severity,
+            th.severity_of(kind),
             summary=SUMMARIES[kind],
-            description=description[kind],
+            description=f"{description[kind]} {level_sentence_t(th, kind)}",
+            level=level_t(th, kind),
             remediation=remediation[kind],
             labels={"finding": kind.value, **STATIC_LABELS.get(kind, {})},
         )
-        for kind, severities in conditions(th).items()
-        for severity, expr in severities
+        for kind, expr in conditions(th).items()
     ]

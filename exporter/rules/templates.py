@@ -17,14 +17,20 @@ MEM_CULPRIT_T = (
 )
 
 
-def victim_query_t(th: Thresholds, record: str, fmt: str) -> str:
-    """The victim's value of a recording rule, or n/a."""
+def victim_with_t(th: Thresholds, record: str, then: str, otherwise: str) -> str:
+    """``then`` when the alert's victim has a series of ``record`` (inside it, ``.`` is
+    the query result), else ``otherwise``."""
     sel = ",".join(f"{lab}=%q" for lab in (*th.join_labels, *IDENTITY_LABELS))
     args = " ".join(f"$labels.{lab}" for lab in (*th.join_labels, *IDENTITY_LABELS))
     return (
         f'{{{{ with printf "{record}{{{sel}}}" {args} | query }}}}'
-        f"{{{{ . | first | value | {fmt} }}}}{{{{ else }}}}n/a{{{{ end }}}}"
+        f"{then}{{{{ else }}}}{otherwise}{{{{ end }}}}"
     )
+
+
+def victim_query_t(th: Thresholds, record: str, fmt: str) -> str:
+    """The victim's value of a recording rule, or n/a."""
+    return victim_with_t(th, record, f"{{{{ . | first | value | {fmt} }}}}", "n/a")
 
 
 def node_with_t(th: Thresholds, record: str, then: str, otherwise: str = "") -> str:

@@ -156,12 +156,24 @@ def container_of(labels: Mapping[str, str], prefix: str = "") -> str | None:
 
 def alert_key(labels: Mapping[str, str]) -> tuple[str, str, str, str | None]:
     """``(alertname, severity, victim, culprit or None)``, containers as
-    :func:`container_of` names them."""
+    :func:`container_of` names them (``severity``: the kind's fixed label)."""
     return (
         labels.get("alertname", ""),
         labels.get("severity", ""),
         container_of(labels) or "",
         container_of(labels, "culprit_"),
+    )
+
+
+def levels_agree(alerts: Sequence[Mapping[str, Any]], want: Mapping[Any, str]) -> bool:
+    """Every expected alert (by :func:`alert_key`) is among Prometheus's ``alerts`` with
+    the expected finding level in its ``level`` annotation (docs/findings.md#level-and-severity)."""
+    return all(
+        any(
+            alert_key(a["labels"]) == key and (a.get("annotations") or {}).get("level") == level
+            for a in alerts
+        )
+        for key, level in want.items()
     )
 
 
@@ -270,8 +282,10 @@ class LabLike(Protocol):
 def expected_alert_labels(
     kind: str, severity: str, victim: str, lab: LabLike, instance: str, job: str
 ) -> dict[str, str]:
-    """An expected alert's name, severity, kind and victim labels, for a lab container
-    named by the labs' metadata file (so by namespace/pod/container, not its path)."""
+    """An expected alert's name, severity (the kind's fixed ``alertSeverity``, not the
+    finding's level: that is the ``level`` annotation), kind and victim labels, for a
+    lab container named by the labs' metadata file (so by namespace/pod/container, not
+    its path)."""
     return {
         "alertname": ALERT_NAMES[kind],  # type: ignore[index]
         "severity": severity,

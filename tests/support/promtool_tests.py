@@ -1,6 +1,7 @@
 """promtool unit tests rendered from the scenario corpus (test machinery, not shipped).
 
-The expected alerts at every evaluation time are the Python evaluator's findings, so a
+The expected alerts at every evaluation time are the Python evaluator's findings (their
+kind, victim and culprit as labels, their level and remediation as annotations), so a
 passing ``promtool test rules`` *is* the proof that the rules and the evaluator agree.
 
 ``python -m tests.support.promtool_tests`` writes ``rules/tests/contention.rules.test.yaml``
@@ -12,6 +13,7 @@ the committed file is stale (``scripts/check-generated.sh`` runs it);
 from __future__ import annotations
 
 import argparse
+import copy
 import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,6 +29,7 @@ from exporter.findings.thresholds import Thresholds, ThresholdsError, load_thres
 from exporter.probe.histogram import RUNQ_BOUNDS_S
 from exporter.rules.alert import runbook_annotations
 from exporter.rules.finding_alerts import ALERT_NAMES, SUMMARIES
+from exporter.rules.levels import level_sentences
 from exporter.rules.pack import HEADER
 from exporter.rules.promtool import PromtoolResult, run_promtool
 
@@ -78,7 +81,7 @@ def alert_labels(f: Finding, th: Thresholds, target: Mapping[str, str] = TARGET)
     if f.kind in NODE_KINDS:
         assert f.culprit is not None
         return {
-            "severity": f.severity.value,
+            "severity": th.severity_of(f.kind),
             "finding": f.kind.value,
             **target,
             **dict(th.alert_labels),
@@ -86,7 +89,7 @@ def alert_labels(f: Finding, th: Thresholds, target: Mapping[str, str] = TARGET)
             "culprit": f.culprit.ref,
         }
     labels = {
-        "severity": f.severity.value,
+        "severity": th.severity_of(f.kind),
         "finding": f.kind.value,
         **target,
         **dict(th.alert_labels),
@@ -229,10 +232,30 @@ def _annotations(f: Finding, th: Thresholds, desc: str) -> dict[str, str]:
     k = f.kind
     return {
         "summary": SUMMARIES[k],
-        "description": desc,
+        "description": f"{desc} {level_sentences(th, k)[f.severity]}",
+        "level": f.severity.value,
         "remediation": remediation_annotation(f),
         **runbook_annotations(th, ALERT_NAMES[k]),
     }
+
+
+def decided_rules(groups: dict[str, Any]) -> dict[str, Any]:
+    """The rule groups with two annotations per findings alert, the level and the
+    remediation (the self-monitoring alerts' are dropped): what ``decided_annotations``
+    expects, without the descriptions' numbers."""
+    out = copy.deepcopy(groups)
+    for g in out["groups"]:
+        for r in g["rules"]:
+            ann = r.pop("annotations", None)
+            if ann and "remediation" in ann:  # the self-monitoring alerts have none
+                r["annotations"] = {k: ann[k] for k in ("level", "remediation")}
+    return out
+
+
+def decided_annotations(f: Finding) -> dict[str, str]:
+    """What an alert's annotations say of the evaluator's decision: the finding's level
+    and its remediation with the suggested value."""
+    return {"level": f.severity.value, "remediation": remediation_annotation(f)}
 
 
 def remediation_annotation(f: Finding) -> str:
@@ -261,8 +284,9 @@ def render_tests(
     rate() over the window and the evaluator's sums cover the same minutes);
     ``"all"`` from minute 1. ``target``: the target labels of the scenario's exporter.
     An alert the config disables is expected never to fire. ``remediation_only``:
-    expect only the ``remediation`` annotation (for a rule file stripped of the
-    others): the suggested values agree.
+    expect only the ``level`` and ``remediation`` annotations (for a rule file
+    stripped of the others, ``decided_annotations``): the levels and the suggested
+    values agree.
     """
     tests = [
         render_test([(scn, target)], th, with_annotations, eval_times, scn.name, remediation_only)
@@ -298,7 +322,7 @@ def render_test(
                 labels = alert_labels(f, th, target)
                 item: dict[str, Any] = {"exp_labels": labels}
                 if remediation_only:
-                    item["exp_annotations"] = {"remediation": remediation_annotation(f)}
+                    item["exp_annotations"] = decided_annotations(f)
                 elif with_annotations:
                     item["exp_annotations"] = alert_annotations(f, scn, t, th, labels)
                 exp[alertname].append(item)

@@ -3,13 +3,13 @@
 Each scenario in tests/scenarios drives both sides: the evaluator over the windows the
 sampler would hold, and ``promtool test rules`` over input series made from the same
 minutes. The promtool test file expects, at every minute from 1m on and for every
-alert, exactly the (kind, victim, culprit, severity) set the evaluator returned, so a
-passing promtool run proves the sets are identical. All scenarios run in one promtool invocation.
+alert, exactly the (kind, victim, culprit) set the evaluator returned, each with the
+finding's level and remediation as annotations, so a passing promtool run proves the
+sets are identical. All scenarios run in one promtool invocation.
 """
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from exporter.findings.thresholds import Thresholds
 from exporter.rules.pack import rule_groups
 from exporter.rules.promtool import PromtoolMissing, find_promtool
 from tests.support.corpus import Scenario, cgroup_of, load_corpus
-from tests.support.promtool_tests import render_tests, unit_test_rules
+from tests.support.promtool_tests import decided_rules, render_tests, unit_test_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "tests" / "scenarios"
@@ -83,21 +83,9 @@ def _value_failures(scn: Scenario, exp: dict[str, Any], findings: list[Finding])
     return out
 
 
-def _labels_and_remediation(groups: dict[str, Any]) -> dict[str, Any]:
-    """The generated rules with one annotation, the remediation: the agreement is about
-    gating and about the suggested value (docs/findings.md#remediation-with-numbers)."""
-    out = copy.deepcopy(groups)
-    for g in out["groups"]:
-        for r in g["rules"]:
-            ann = r.pop("annotations", None)
-            if ann and "remediation" in ann:  # the self-monitoring alerts have none
-                r["annotations"] = {"remediation": ann["remediation"]}
-    return out
-
-
 @pytest.mark.skipif(not _have_promtool(), reason="promtool not installed")
 def test_evaluator_and_rules_agree(corpus: list[Scenario], th: Thresholds, tmp_path: Path) -> None:
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(_labels_and_remediation(rule_groups(th))))
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(decided_rules(rule_groups(th))))
     doc = render_tests(
         corpus, th, "rules.yaml", with_annotations=False, eval_times="all", remediation_only=True
     )

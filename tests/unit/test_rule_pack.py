@@ -231,6 +231,8 @@ def test_runbook_url_default_and_configured(corpus: list[Scenario], tmp_path: Pa
         ("exporterDownFor", "5 minutes", "not a Prometheus duration"),
         ("unknownBlameRatio", 50, "fraction in (0, 1]"),
         ("samplerStaleSeconds", 0, "must be > 0"),
+        ("alertSeverity", {"noisy-neighbor": "page"}, "critical, warning or info"),
+        ("alertSeverity", {"ContentionNoisyNeighbor": "critical"}, "unknown key(s)"),
     ],
 )
 def test_bad_rule_pack_options_are_clear_errors(key: str, value: Any, needle: str) -> None:

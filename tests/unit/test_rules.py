@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import re
 from pathlib import Path
 from typing import Any
@@ -87,7 +86,7 @@ def test_naming_conventions(rules: list[dict[str, Any]]) -> None:
         assert a["labels"]["severity"] in {"critical", "warning", "info"}
         ann = a["annotations"]
         own = a["alert"] in health.ALERTS  # self-monitoring: no finding, no remediation
-        fix = set() if own else {"remediation"}
+        fix = set() if own else {"level", "remediation"}
         assert set(ann) == {"summary", "description", "runbook", *fix}  # runbookUrl unset
         assert "{{" not in ann["summary"], "summary must be static"
         if a["alert"] in health.ALERTS:
@@ -101,15 +100,34 @@ def test_naming_conventions(rules: list[dict[str, Any]]) -> None:
             assert "for" not in a, "the sustain is in the expression (offset), see docs"
 
 
-def test_severities_per_kind(rules: list[dict[str, Any]]) -> None:
-    sev: dict[str, set[str]] = {}
-    for a in (r for r in rules if "alert" in r):
-        sev.setdefault(a["alert"], set()).add(a["labels"]["severity"])
-    for kind in (Kind.CPU_THROTTLED, Kind.NOISY_NEIGHBOR, Kind.CPU_CONTENDED):
-        assert sev[ALERT_NAMES[kind]] == {"critical", "warning", "info"}
-    for kind in (Kind.MEMORY_PRESSURE, Kind.MEMORY_LIMIT_THRASH):
-        assert sev[ALERT_NAMES[kind]] == {"critical", "warning"}
-    assert sev[ALERT_NAMES[Kind.CPU_STEAL]] == {"warning"}
+def test_one_alert_per_kind_with_a_fixed_severity(rules: list[dict[str, Any]]) -> None:
+    """A finding's level changes within an incident; a label change would resolve one
+    alert and fire another, so the level is an annotation and ``severity`` is fixed per
+    kind (docs/findings.md#level-and-severity): every kind ``warning`` by default."""
+    alerts = [r for r in rules if r.get("alert") in ALERT_NAMES.values()]
+    assert sorted(a["alert"] for a in alerts) == sorted(ALERT_NAMES.values())
+    assert {a["labels"]["severity"] for a in alerts} == {"warning"}
+    levels = {
+        Kind.CPU_THROTTLED: ["critical", "warning", "info"],
+        Kind.NOISY_NEIGHBOR: ["critical", "warning", "info"],
+        Kind.CPU_CONTENDED: ["critical", "warning", "info"],
+        Kind.MEMORY_PRESSURE: ["critical", "warning"],
+        Kind.MEMORY_LIMIT_THRASH: ["critical", "warning"],
+        Kind.CPU_STEAL: ["warning"],
+    }
+    for a in alerts:
+        level = a["annotations"]["level"]
+        words = re.findall(r"\b(critical|warning|info)\b", level.replace("$labels", ""))
+        assert words == levels[Kind(a["labels"]["finding"])], (a["alert"], level)
+    custom = from_mapping(
+        {**load_thresholds().to_yaml_dict(), "alertSeverity": {"cpu-steal": "critical"}}
+    )
+    got = {
+        r["labels"]["finding"]: r["labels"]["severity"]
+        for r in rule_groups(custom)["groups"][0]["rules"]
+        if "alert" in r
+    }
+    assert got == {k.value: "critical" if k is Kind.CPU_STEAL else "warning" for k in Kind}
 
 
 def test_cpu_steal_names_the_hypervisor_and_needs_stalled_containers(
@@ -196,7 +214,8 @@ def test_promtool_unit_tests_pass() -> None:
 
 @needs_promtool
 def test_agreement_holds_for_a_custom_config(tmp_path: Path) -> None:
-    """The rules follow the config: stricter sustain, other bounds, still identical."""
+    """The rules follow the config: stricter sustain, other bounds, other alert
+    severities (a kind not listed keeps its default), still identical."""
     base = load_thresholds().to_yaml_dict()
     custom = from_mapping(
         {
@@ -209,15 +228,11 @@ def test_agreement_holds_for_a_custom_config(tmp_path: Path) -> None:
             "throttledRatio": 0.2,
             "throttledRatioMax": 0.05,
             "nodeMemStallSome": 0.08,
+            "alertSeverity": {"noisy-neighbor": "critical", "memory-pressure": "info"},
         }
     )
-    groups = copy.deepcopy(rule_groups(custom))
-    for g in groups["groups"]:
-        for r in g["rules"]:
-            ann = r.pop("annotations", None)
-            if ann and "remediation" in ann:  # the suggested values agree too
-                r["annotations"] = {"remediation": ann["remediation"]}
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(groups))
+    # the levels and the suggested values agree too
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(pt.decided_rules(rule_groups(custom))))
     doc = pt.render_tests(
         load_corpus(ROOT / SCENARIOS), custom, "rules.yaml", False, "all", remediation_only=True
     )

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from exporter.findings.model import Kind
 from exporter.findings.thresholds import DEFAULT_KEYS, ThresholdsError, load_thresholds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +32,20 @@ def test_defaults_are_the_documented_ones() -> None:
     assert th.critical_runq_p99_ms == 200
     assert th.critical_runq_bound_s == 0.2
     assert th.node_labels == ("instance",)
+    # one alert per kind, its severity label fixed: every kind warning by default
+    assert dict(th.alert_severity) == {k.value: "warning" for k in Kind}
+
+
+def test_alert_severity_overrides_only_the_kinds_it_names(tmp_path: Path) -> None:
+    p = tmp_path / "t.yaml"
+    p.write_text("alertSeverity: {noisy-neighbor: critical, cpu-steal: info}\n")
+    th = load_thresholds(p)
+    assert th.severity_of("noisy-neighbor") == "critical"
+    assert th.severity_of("cpu-steal") == "info"
+    assert th.severity_of("cpu-throttled") == "warning"  # untouched
+    assert [k for k, _ in th.alert_severity] == [k.value for k in Kind]
+    p.write_text("alertSeverity:\n")  # empty: the packaged severities
+    assert load_thresholds(p) == load_thresholds()
 
 
 def test_override_a_subset(tmp_path: Path) -> None:
@@ -79,6 +94,12 @@ def test_empty_file_means_defaults(tmp_path: Path) -> None:
         ("refaultPerMin: -1\n", "must be > 0"),
         ("- a\n- b\n", "must be a mapping (got ['a', 'b'])"),
         ("stallSome: [\n", "not valid YAML"),
+        ("alertSeverity: {noisy: critical}\n", "alertSeverity: unknown key(s) noisy; known keys"),
+        (
+            "alertSeverity: {noisy-neighbor: page}\n",
+            "alertSeverity.noisy-neighbor: must be critical, warning or info (got 'page')",
+        ),
+        ("alertSeverity: [critical]\n", "alertSeverity: must be a mapping of finding kind"),
     ],
 )
 def test_bad_overrides_are_clear_errors(tmp_path: Path, text: str, needle: str) -> None:

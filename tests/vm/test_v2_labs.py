@@ -7,8 +7,9 @@ generated rules → Alertmanager → webhook, all inside the VM lane's guest.
 * ``memory-pressure`` runs alone: it makes the whole guest short of memory.
 
 For each: the **exact** expected findings in ``/findings`` (kind, victim, culprit,
-severity), the same alerts at the webhook with every label, and nothing else for the
-lab's containers. The numbers observed (the kernel's, and the finding's evidence) are
+severity), the same alerts at the webhook with every label (``severity`` the kind's;
+the finding's severity is the ``level`` annotation, in Prometheus), and nothing else
+for the lab's containers. The numbers observed (the kernel's, and the finding's evidence) are
 written to ``$CONTENTION_VM_RESULTS/observed.json`` for docs/labs.md.
 
 Prometheus and Alertmanager are Debian's binaries from the host's root, visible
@@ -46,6 +47,7 @@ from tests.e2e.chain import (
     alert_states,
     expected_alert_labels,
     generate_rules,
+    levels_agree,
     missing_binaries,
     wait_until,
 )
@@ -127,10 +129,10 @@ def _instance(exporter: ExporterProcess) -> str:
     return f"127.0.0.1:{exporter.port}"
 
 
-def _want(lab: AnyLab, instance: str) -> list[dict[str, str]]:
+def _want(lab: AnyLab, instance: str, th: Thresholds) -> list[dict[str, str]]:
     out = []
     for e in lab.expect:
-        labels = expected_alert_labels(e.kind, e.severity, e.victim, lab, instance, JOB)
+        labels = expected_alert_labels(e.kind, th.severity_of(e.kind), e.victim, lab, instance, JOB)
         if e.culprit is not None:
             labels.update(
                 culprit_namespace=LAB_NAMESPACE,
@@ -179,6 +181,7 @@ def await_labs(
     chain: Chain,
     t0: float,
     kernel: Any,
+    th: Thresholds,
 ) -> dict[str, Any]:
     """Wait until, for every lab, /findings and the webhook hold exactly its expected
     findings and alerts (and Prometheus agrees); raise :class:`ForbiddenFinding` at
@@ -189,14 +192,17 @@ def await_labs(
     want_keys: set[tuple[str, str, str, str | None]] = set()
     want_findings: set[tuple[str, str, str | None, str]] = set()
     want_labels: list[dict[str, str]] = []
+    want_levels: dict[tuple[str, str, str, str | None], str] = {}
     never: dict[str, set[str]] = {}
     for lab, roles in labs:
         lab_paths = _paths(lab, roles)
         paths |= lab_paths
         pods |= {lab.pod(r) for r in roles}
-        w = _want(lab, _instance(exporter))
+        w = _want(lab, _instance(exporter), th)
         want_labels += w
         want_keys |= {alert_key(x) for x in w}
+        # the finding's level is the alert's `level` annotation, not a label
+        want_levels.update({alert_key(x): e.severity for x, e in zip(w, lab.expect, strict=True)})
         want_findings |= _want_findings(lab)
         for p in lab_paths:
             never[p] = set(lab.never)
@@ -215,7 +221,8 @@ def await_labs(
             for k, st in alert_states([n for n in notes if n.received >= t0]).items()
             if st == "firing"
         ]
-        prom = [a["labels"] for a in chain.firing_alerts() if a["labels"].get("pod") in pods]
+        prom_alerts = [a for a in chain.firing_alerts() if a["labels"].get("pod") in pods]
+        prom = [a["labels"] for a in prom_alerts]
         state.update(firing=firing, prom=prom)
         labels_ok = all(
             any(all(a.get(k) == v for k, v in w.items()) for a in firing) for w in want_labels
@@ -226,6 +233,7 @@ def await_labs(
             and {alert_key(a) for a in firing} == want_keys
             and {alert_key(a) for a in prom} == want_keys
             and labels_ok
+            and levels_agree(prom_alerts, want_levels)
         )
 
     def detail() -> str:
@@ -303,6 +311,7 @@ def test_throttled_and_memory_limit_thrash(
             chain,
             t0,
             kernel,
+            lab_thresholds,
         )
         numbers = kernel()
     rows = state["findings"]
@@ -358,7 +367,12 @@ def test_memory_limit_thrash_stalled(
     with MemoryLabRun(lab, LAB_TIMEOUT + 60, scratch, metadata=metadata, layout=v2_layout) as run:
         try:
             state = await_labs(
-                [(lab, [b.role for b in lab.boxes])], exporter, chain, t0, run.measure
+                [(lab, [b.role for b in lab.boxes])],
+                exporter,
+                chain,
+                t0,
+                run.measure,
+                lab_thresholds,
             )
         except ForbiddenFinding as e:
             numbers = run.measure()
@@ -397,13 +411,16 @@ def test_memory_pressure(
     metadata: MetadataFile,
     v2_layout: LabLayout,
     observed: Observed,
+    lab_thresholds: Thresholds,
 ) -> None:
     scratch = os.environ.get("CONTENTION_VM_SCRATCH")
     assert scratch, "the guest has no scratch disk"
     lab: MemoryLab = get_memory_lab("memory-pressure")
     t0 = time.time()
     with MemoryLabRun(lab, LAB_TIMEOUT + 60, scratch, metadata=metadata, layout=v2_layout) as run:
-        state = await_labs([(lab, [b.role for b in lab.boxes])], exporter, chain, t0, run.measure)
+        state = await_labs(
+            [(lab, [b.role for b in lab.boxes])], exporter, chain, t0, run.measure, lab_thresholds
+        )
         numbers = run.measure()
     rows = state["findings"]
     observed.data["memory-pressure"] = {
