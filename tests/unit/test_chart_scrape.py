@@ -83,35 +83,53 @@ def _get(url: str) -> Any:
         return json.loads(r.read())
 
 
-def scraped_series(tmp_path: Path, monitor: Doc) -> list[dict[str, str]]:
-    """The label sets Prometheus stores for the fixture's series when it scrapes with
-    the operator's job for ``monitor``."""
+# The scrapes compared: the chart's ServiceMonitor and PodMonitor, and the control.
+SCRAPES = ("ServiceMonitor", "PodMonitor", "ServiceMonitor without the labeldrop")
+
+
+@pytest.fixture(scope="module")
+def scraped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, str]]]:
+    """Per scrape, the label sets Prometheus stores for the fixture's series: one
+    Prometheus runs the operator's job for each, the exporter pod on a node of its own
+    (so `instance` says which job a series came from)."""
     prometheus = need("prometheus")
+    tmp = tmp_path_factory.mktemp("prometheus")
+    monitors = {
+        SCRAPES[0]: _monitor("ServiceMonitor"),
+        SCRAPES[1]: _monitor("PodMonitor"),
+        SCRAPES[2]: _without_labeldrop(_monitor("ServiceMonitor")),
+    }
     with exposition() as address:
-        pod = dataclasses.replace(OWN_POD, address=address)
-        job = scrape_job(monitor, [pod])
-        job |= {"scrape_interval": "1s", "scrape_timeout": "1s"}
-        (tmp_path / "prometheus.yml").write_text(yaml.safe_dump({"scrape_configs": [job]}))
+        jobs = []
+        for i, monitor in enumerate(monitors.values()):
+            pod = dataclasses.replace(OWN_POD, address=address, node=f"node-{i}")
+            job = scrape_job(monitor, [pod])
+            job |= {"job_name": f"{job['job_name']}-{i}", "scrape_interval": "1s"}
+            jobs.append(job | {"scrape_timeout": "1s"})
+        (tmp / "prometheus.yml").write_text(yaml.safe_dump({"scrape_configs": jobs}))
         port = free_port()
-        log = (tmp_path / "prometheus.log").open("wb")
+        log = (tmp / "prometheus.log").open("wb")
         proc = subprocess.Popen(
             [
                 prometheus,
-                f"--config.file={tmp_path / 'prometheus.yml'}",
-                f"--storage.tsdb.path={tmp_path / 'data'}",
+                f"--config.file={tmp / 'prometheus.yml'}",
+                f"--storage.tsdb.path={tmp / 'data'}",
                 f"--web.listen-address=127.0.0.1:{port}",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
         try:
-            return _wait_for_series(f"http://127.0.0.1:{port}", tmp_path / "prometheus.log")
+            series = _wait_for_series(f"http://127.0.0.1:{port}", 3 * len(monitors), tmp)
         finally:
             terminate(proc)
             log.close()
+    return {
+        name: [s for s in series if s["instance"] == f"node-{i}"] for i, name in enumerate(monitors)
+    }
 
 
-def _wait_for_series(base: str, log: Path) -> list[dict[str, str]]:
+def _wait_for_series(base: str, want: int, tmp: Path) -> list[dict[str, str]]:
     query = urllib.parse.urlencode({"query": "contention_cpu_usage_seconds_total"})
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -119,10 +137,12 @@ def _wait_for_series(base: str, log: Path) -> list[dict[str, str]]:
             result = _get(f"{base}/api/v1/query?{query}")["data"]["result"]
         except OSError:
             result = []
-        if len(result) == 3:
+        if len(result) == want:
             return [r["metric"] for r in result]
         time.sleep(0.2)
-    pytest.fail(f"Prometheus stored no scrape within 60 s:\n{log.read_text()[-3000:]}")
+    pytest.fail(
+        f"Prometheus stored no scrape within 60 s:\n{(tmp / 'prometheus.log').read_text()[-3000:]}"
+    )
 
 
 def _monitor(kind: str) -> Doc:
@@ -138,13 +158,16 @@ def _without_labeldrop(monitor: Doc) -> Doc:
 
 
 @pytest.mark.parametrize("kind", ["ServiceMonitor", "PodMonitor"])
-def test_no_series_carries_the_exporters_own_pod(tmp_path: Path, kind: str) -> None:
-    series = scraped_series(tmp_path, _monitor(kind))
+def test_no_series_carries_the_exporters_own_pod(
+    scraped: dict[str, list[dict[str, str]]], kind: str
+) -> None:
+    series = scraped[kind]
+    assert len(series) == 3
     by_cgroup = {s.get("cgroup", ""): s for s in series}
     named = by_cgroup[""]
     assert (named["namespace"], named["pod"], named["container"]) == ("shop", "web-7d9f", "app")
     for s in series:
-        assert s["instance"] == s["node"] == "node-a", s
+        assert s["instance"] == s["node"], s
         assert s["job"] == "contention-exporter", s
         assert s["endpoint"] == "metrics", s
         assert OWN_POD.name not in s.values() and "exporter" not in s.values(), s
@@ -153,11 +176,12 @@ def test_no_series_carries_the_exporters_own_pod(tmp_path: Path, kind: str) -> N
     assert ("service" in named) == (kind == "ServiceMonitor")
 
 
-def test_without_the_labeldrop_the_operator_stamps_the_exporters_pod(tmp_path: Path) -> None:
+def test_without_the_labeldrop_the_operator_stamps_the_exporters_pod(
+    scraped: dict[str, list[dict[str, str]]],
+) -> None:
     """The control: the same job minus the chart's last relabeling names the exporter's
     pod on every unnamed cgroup's series (what issue 24 saw), so the test above can fail."""
-    series = scraped_series(tmp_path, _without_labeldrop(_monitor("ServiceMonitor")))
-    unnamed = [s for s in series if "cgroup" in s]
+    unnamed = [s for s in scraped[SCRAPES[2]] if "cgroup" in s]
     assert len(unnamed) == 2
     for s in unnamed:
         assert (s["namespace"], s["pod"], s["container"]) == (
