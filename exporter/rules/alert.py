@@ -3,9 +3,9 @@
 Every alert gets the same treatment from the config (docs/configuration.md, "The rule
 pack"): ``severity`` first (a finding kind's from ``alertSeverity``), then its own
 labels, then ``alertLabels``; a static ``summary``, a templated ``description`` (a
-finding's alert: and its ``level``), and the runbook reference — ``runbook_url``
-when ``runbookUrl`` is set, else a ``runbook`` annotation naming the section of
-docs/runbook.md shipped with the release (no link to a site that does not exist).
+finding's alert: and its ``level``), and ``runbook_url``: the alert's section of
+docs/runbook.md, under ``runbookUrl`` when it is set, else in the repository at the
+tag of this version (``DEFAULT_RUNBOOK``).
 ``disabledAlerts`` drops an alert from the pack. A finding's alert also carries its
 ``remediation``: what to change, with the value computed from the window.
 """
@@ -15,9 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .. import __version__
 from ..findings.thresholds import Thresholds, ThresholdsError
 
-RUNBOOK_DOC = "docs/runbook.md"
+# The runbook of the installed version: docs/runbook.md at its release tag, in the
+# repository the chart's home names (deploy/helm/contention-exporter/Chart.yaml).
+REPOSITORY = "https://github.com/contention-exporter/contention-exporter"
+DEFAULT_RUNBOOK = f"{REPOSITORY}/blob/v{__version__}/docs/runbook.md"
 
 
 def runbook_anchor(alert: str) -> str:
@@ -25,11 +29,13 @@ def runbook_anchor(alert: str) -> str:
     return alert.lower()
 
 
+def runbook_base(th: Thresholds) -> str:
+    """Where the runbook is: ``runbookUrl``, else this version's in the repository."""
+    return th.runbook_url or DEFAULT_RUNBOOK
+
+
 def runbook_annotations(th: Thresholds, alert: str) -> dict[str, str]:
-    anchor = runbook_anchor(alert)
-    if th.runbook_url:
-        return {"runbook_url": f"{th.runbook_url}#{anchor}"}
-    return {"runbook": f"{RUNBOOK_DOC}#{anchor} in the contention-exporter release"}
+    return {"runbook_url": f"{runbook_base(th)}#{runbook_anchor(alert)}"}
 
 
 def alerting_rule(

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from exporter import __version__
 from exporter.findings import load_thresholds
 from exporter.findings.thresholds import Thresholds, ThresholdsError, from_mapping
 from exporter.rules import health
@@ -196,12 +197,14 @@ def test_runbook_url_default_and_configured(corpus: list[Scenario], tmp_path: Pa
     unit = [s for s in corpus if s.unit]
     default = _config()
     assert default.runbook_url == ""
+    # unset: the runbook of this version, at its tag in the repository (the chart's home)
+    base = f"https://github.com/contention-exporter/contention-exporter/blob/v{__version__}"
     for g in rule_groups(default)["groups"]:
         for r in g["rules"]:
             if "alert" in r:
-                assert "runbook_url" not in r["annotations"]
-                assert r["annotations"]["runbook"] == (
-                    f"docs/runbook.md#{r['alert'].lower()} in the contention-exporter release"
+                assert "runbook" not in r["annotations"]
+                assert r["annotations"]["runbook_url"] == (
+                    f"{base}/docs/runbook.md#{r['alert'].lower()}"
                 )
     th = _config(runbookUrl="https://wiki.example.com/ops/contention#")
     assert th.runbook_url == "https://wiki.example.com/ops/contention"

@@ -9,11 +9,13 @@ from typing import Any
 import pytest
 import yaml
 
+from exporter import __version__
 from exporter.findings import load_thresholds
 from exporter.findings.model import NODE_KINDS, Kind
 from exporter.findings.thresholds import Thresholds, from_mapping
 from exporter.rules import health
 from exporter.rules import promtool as promtool_wrapper
+from exporter.rules.alert import DEFAULT_RUNBOOK
 from exporter.rules.finding_alerts import ALERT_NAMES
 from exporter.rules.pack import ALERTS, INHIBIT_FILE, MANIFEST, RULE_FILE, render_files, rule_groups
 from exporter.rules.records import R_USAGE, R_USAGE_OVER_REQ
@@ -87,7 +89,7 @@ def test_naming_conventions(rules: list[dict[str, Any]]) -> None:
         ann = a["annotations"]
         own = a["alert"] in health.ALERTS  # self-monitoring: no finding, no remediation
         fix = set() if own else {"level", "remediation"}
-        assert set(ann) == {"summary", "description", "runbook", *fix}  # runbookUrl unset
+        assert set(ann) == {"summary", "description", "runbook_url", *fix}
         assert "{{" not in ann["summary"], "summary must be static"
         if a["alert"] in health.ALERTS:
             assert "$labels.instance" in ann["description"] or "absent(" in a["expr"]
@@ -147,9 +149,20 @@ def test_runbook_anchors_exist(rules: list[dict[str, Any]]) -> None:
             title = line.lstrip("#").strip().lower()
             anchors.add(re.sub(r"[^a-z0-9 _-]", "", title).replace(" ", "-"))
     for a in (r for r in rules if "alert" in r):
-        anchor = a["annotations"]["runbook"].split()[0].rsplit("#", 1)[1]
+        url, anchor = a["annotations"]["runbook_url"].rsplit("#", 1)
+        assert url == DEFAULT_RUNBOOK  # runbookUrl unset: this version's in the repository
         assert anchor == a["alert"].lower()
         assert anchor in anchors, f"docs/runbook.md has no section for {anchor}"
+
+
+def test_default_runbook_is_this_versions_in_the_charts_home() -> None:
+    """runbook_url by default: docs/runbook.md at this version's tag, in the repository
+    the chart names as its home (one place to fix if the project moves)."""
+    chart = yaml.safe_load((ROOT / "deploy/helm/contention-exporter/Chart.yaml").read_text())
+    project = (ROOT / "pyproject.toml").read_text()
+    assert f'\nversion = "{__version__}"\n' in project
+    want = f"{chart['home']}/blob/v{__version__}/docs/runbook.md"
+    assert want == DEFAULT_RUNBOOK
 
 
 def test_thresholds_flow_into_the_promql() -> None:
