@@ -27,7 +27,7 @@ from .config_file import ConfigFileStatus, WatchedFile
 from .exposition.config import config_families
 from .exposition.kube import metric_families as kube_families
 from .exposition.published import Exposition, ExtraFamilies, PassResult, Published
-from .findings.aggregates import Clock, window_blame
+from .findings.aggregates import exported_blame
 from .findings.evaluate import evaluate
 from .findings.thresholds import Thresholds, watch_thresholds
 from .identity import HostIdentityResolver, IdentityResolver
@@ -38,7 +38,7 @@ from .probe.config import ProbeConfig, open_probe
 from .probe.fold import Probe
 from .sampler.loop import Sampler
 from .sampler.snapshot import CollectorStatus, Snapshot
-from .window.model import CulpritKey, Window
+from .window.model import Window
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,12 @@ class Agent:
         try:
             window = self.sampler.window()
             findings = tuple(evaluate(window, th, now, self.config.probe.top_k))
-            blame = self._blame(snap, window) if snap.probe is not None else {}
+            victims = (c.cgroup_id for c in snap.containers)
+            blame = (  # the probe's, for the exposition
+                exported_blame(window, self.sampler.blame_in_progress(), victims, now, th)
+                if snap.probe is not None
+                else {}
+            )
             ok = True
         except Exception as e:  # a bug must cost the findings, not the pass
             log.error("findings evaluation failed: %s", e, exc_info=log.isEnabledFor(logging.DEBUG))
@@ -192,20 +197,6 @@ class Agent:
         if new.window_minutes != self.thresholds.window_minutes:
             self.sampler.set_window_minutes(new.window_minutes)
         self.thresholds = new
-
-    def _blame(self, snap: Snapshot, window: Window) -> dict[int, dict[CulpritKey, float]]:
-        """Each victim's wait per culprit over the exported blame window: the complete
-        minutes plus the minute in progress (the evaluator keeps to complete minutes),
-        so a young victim's blame share exists as soon as its stall does."""
-        partial = self.sampler.blame_in_progress()
-        clock = Clock.at(snap.taken_at, self.thresholds, window)
-        blame: dict[int, dict[CulpritKey, float]] = {}
-        for c in snap.containers:
-            b = window_blame(window, c.cgroup_id, snap.taken_at, self.thresholds, clock)
-            for key, s in partial.get(c.cgroup_id, {}).items():
-                b[key] = b.get(key, 0.0) + s
-            blame[c.cgroup_id] = b
-        return blame
 
     # -- the loop ---------------------------------------------------------------------
 

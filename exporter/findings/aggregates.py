@@ -128,6 +128,28 @@ def window_blame(
     return seconds
 
 
+def exported_blame(
+    window: Window,
+    in_progress: Mapping[int, Mapping[CulpritKey, float]],
+    victims: Iterable[int],
+    now: float,
+    th: Thresholds,
+) -> dict[int, dict[CulpritKey, float]]:
+    """Each victim's wait seconds per culprit over the exported blame window (what
+    ``contention_blame_share`` and ``contention_workload_blame_share`` divide): the
+    complete minutes plus the minute in progress (``in_progress``: the sampler's
+    ``blame_in_progress``; the evaluator keeps to complete minutes), so a young
+    victim's blame share exists as soon as its stall does."""
+    clock = Clock.at(now, th, window)
+    blame: dict[int, dict[CulpritKey, float]] = {}
+    for cid in victims:
+        b = window_blame(window, cid, now, th, clock)
+        for key, s in in_progress.get(cid, {}).items():
+            b[key] = b.get(key, 0.0) + s
+        blame[cid] = b
+    return blame
+
+
 @dataclass(frozen=True, slots=True)
 class CulpritShare:
     """One culprit's share of a victim's run-queue wait over the window, with the blame
