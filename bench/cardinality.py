@@ -146,7 +146,7 @@ def measure(sysfs: str, procfs: str, metadata: str, passes: int) -> dict[str, An
     from exporter.probe import ProbeConfig
 
     try:
-        from exporter.exposition.containers import OPTIONAL_COLLECTORS
+        from exporter.catalog import OPTIONAL_COLLECTORS
 
         collectors = sorted(OPTIONAL_COLLECTORS)
     except ImportError:  # a revision before the --collector.* flags

@@ -475,7 +475,7 @@ def measure_scrape_path(
 def _measure_today(warm: Any, interval: float, now: float) -> tuple[dict[str, Any], float]:
     """One scrape and one pass as they were: the families and their render per scrape
     (Prometheus's headers, and curl's), the sampling and evaluation per pass."""
-    today_app = _today_app([warm.published().result], warm.exposition.extra)
+    today_app = _today_app([warm.published().result], warm.exposition.sources)
     today: dict[str, Any] = {}
     for label, headers in (("prometheus", PROMETHEUS_HEADERS), ("plain", PLAIN_HEADERS)):
         got = [_wsgi_get(today_app, headers) for _ in range(5)]
@@ -500,14 +500,14 @@ def _measure_parts(warm: Any, interval: float, now: float) -> dict[str, float]:
     """The parts of the new path, each on its own: families, renders, gzip levels."""
     import gzip
 
-    from exporter.exposition.published import pass_families
+    from exporter.exposition.registry import pass_families
     from exporter.exposition.text import render
 
     pub = warm.run_pass(now=now + interval)
     result = pub.result
     parts: dict[str, float] = {}
     for name, fn in (
-        ("families", lambda: pass_families(result, warm.exposition.extra)),
+        ("families", lambda: pass_families(result, warm.exposition.sources)),
         ("render_text", lambda: render(pub.families())),
         ("render_openmetrics", lambda: render(pub.families(), openmetrics=True)),
     ):
@@ -527,16 +527,16 @@ def _measure_parts(warm: Any, interval: float, now: float) -> dict[str, float]:
     return parts
 
 
-def _today_app(latest: list[Any], extra: Any) -> Any:
+def _today_app(latest: list[Any], sources: Any) -> Any:
     """prometheus_client's WSGI app over the families of ``latest[0]``, built per
     scrape: what a scrape did before (families, generate_latest, gzip level 9)."""
     from prometheus_client import CollectorRegistry, make_wsgi_app
 
-    from exporter.exposition.published import pass_families
+    from exporter.exposition.registry import pass_families
 
     class TodayCollector:
         def collect(self) -> list[Any]:
-            return pass_families(latest[0], extra)
+            return pass_families(latest[0], sources)
 
     registry = CollectorRegistry()
     registry.register(TodayCollector())
@@ -555,7 +555,7 @@ def _measure_render_modes(
     modes: dict[str, Any] = {}
     sim = SimClock()
     latest: list[Any] = [a.published().result]
-    extra = a.exposition.extra
+    sources = a.exposition.sources
 
     def today_pass(now: float) -> None:
         latest[0] = a.evaluate(a.sampler.run_once(now=now))
@@ -569,9 +569,9 @@ def _measure_render_modes(
     )
     for label, render_mode, predict in plans:
         if label == "today":
-            app, run_pass = _today_app(latest, extra), today_pass
+            app, run_pass = _today_app(latest, sources), today_pass
         else:
-            a.exposition = Exposition(render_mode, extra, interval, predict=predict)
+            a.exposition = Exposition(render_mode, sources, interval, predict=predict)
             a.exposition.clock = sim
             app = App(a.exposition, a.facts, interval, a.status)
             run_pass = a.run_pass

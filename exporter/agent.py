@@ -17,16 +17,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry
-from prometheus_client.gc_collector import GCCollector
-from prometheus_client.process_collector import ProcessCollector
-
 from .cgroupfs import mode
 from .cgroupfs.mode import NodeLayout
 from .config_file import ConfigFileStatus, WatchedFile
-from .exposition.config import config_families
-from .exposition.kube import metric_families as kube_families
-from .exposition.published import Exposition, ExtraFamilies, PassResult, Published
+from .exposition.inputs import PassResult, Sources
+from .exposition.process import own_process
+from .exposition.published import Exposition, Published
 from .findings.aggregates import exported_blame
 from .findings.evaluate import evaluate
 from .findings.thresholds import Thresholds, watch_thresholds
@@ -42,8 +38,6 @@ from .window.model import Window
 
 log = logging.getLogger(__name__)
 
-OWN_PROCFS = "/proc"  # where this process sees itself (process_* metrics)
-
 
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
@@ -55,7 +49,7 @@ class AgentConfig:
     kube: KubeConfig = field(default_factory=KubeConfig)
     render: str = "pass"  # when /metrics is rendered: "pass" or "scrape" (exposition)
     process_metrics: bool = True  # the exporter's own CPU, memory and GC families
-    # optional per-container families (exposition.containers.OPTIONAL_COLLECTORS)
+    # the optional collectors asked for (catalog.OPTIONAL_COLLECTORS)
     collectors: frozenset[str] = frozenset()
     # The --config file the thresholds came from: re-read when it changes (None: the
     # packaged defaults, nothing to watch).
@@ -110,23 +104,12 @@ class Agent:
             window_minutes=thresholds.window_minutes,
             probe=self.probe,
         )
-        extra: list[ExtraFamilies] = []
-        if config.process_metrics:
-            own = CollectorRegistry()
-            # The exporter's own CPU, RSS and fds as the standard process_* every exporter
-            # dashboard reads, collected with each pass like everything else. Always from
-            # this process's own /proc, never --path.procfs: that is the node's (a
-            # host mount or a fixture tree), where "self" may not be this process.
-            ProcessCollector(registry=own, proc=OWN_PROCFS)
-            GCCollector(registry=own)
-            extra.append(own.collect)
-        if self.kube is not None:
-            kres = self.kube
-            extra.append(lambda: kube_families(kres))
-        if self._config_files:
-            files = self._config_files
-            extra.append(lambda: config_families(f() for f in files))
-        self.exposition = Exposition(config.render, extra, config.sample_interval)
+        sources = Sources(
+            process=own_process() if config.process_metrics else None,
+            kube=self.kube,
+            config_files=self._config_files,
+        )
+        self.exposition = Exposition(config.render, sources, config.sample_interval)
         self._closed = False
 
     # -- one pass ---------------------------------------------------------------------

@@ -16,17 +16,15 @@ import html
 import logging
 import socket
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
-
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from . import __version__
 from .cgroupfs.mode import NodeLayout
 from .exposition.published import Exposition
 from .web.config import WebConfigSource
 from .web.listen import bind, describe, parse_listen_address
-from .web.transport import HTTPServer, Limits
+from .web.transport import HTTPServer, Limits, Stats
 
 log = logging.getLogger(__name__)
 
@@ -197,47 +195,10 @@ class Server:
     def stop(self) -> None:
         self.http.stop()
 
-    def families(self) -> Iterator[Metric]:
-        """The HTTP front's own counters, rendered with each pass like the rest."""
-        stats = self.http.stats
-        closed = CounterMetricFamily(
-            "contention_http_connections_closed_total",
-            "Connections the exporter closed or refused, by reason: header_timeout, "
-            "idle_timeout, write_timeout, evicted (idle at the connection limit), refused "
-            "(limit reached, all busy), bad_request, tls_error, tls_san (docs/serving.md).",
-            labels=["reason"],
-        )
-        # Copies: the loop thread counts while a pass renders (dict.copy holds the GIL).
-        for reason, n in stats.closed.copy().items():
-            closed.add_metric([reason], n)
-        yield closed
-        responses = CounterMetricFamily(
-            "contention_http_responses_total",
-            "HTTP responses sent, by status code.",
-            labels=["code"],
-        )
-        for code, n in sorted(stats.responses.copy().items()):
-            responses.add_metric([str(code)], n)
-        yield responses
-        conns = GaugeMetricFamily(
-            "contention_http_open_connections", "Client connections open when the pass ended."
-        )
-        conns.add_metric([], stats.open)
-        yield conns
-        if self.web_config is not None:
-            ok = GaugeMetricFamily(
-                "contention_web_config_last_reload_successful",
-                "1 if the last change to --web.config.file (or a file it names) loaded; 0 "
-                "while the configuration loaded before it is still in use.",
-            )
-            ok.add_metric([], 1 if self.web_config.last_reload_ok else 0)
-            yield ok
-            failures = CounterMetricFamily(
-                "contention_web_config_reload_failures_total",
-                "Changes to --web.config.file (or a file it names) that did not load.",
-            )
-            failures.add_metric([], self.web_config.reload_failures_total)
-            yield failures
+    @property
+    def stats(self) -> Stats:
+        """The HTTP front's counters (the ``http`` collector reads them)."""
+        return self.http.stats
 
 
 def _as_list(addresses: str | Sequence[str]) -> list[str]:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..agent import AgentConfig
-from ..exposition.containers import OPTIONAL_COLLECTORS
+from ..catalog import OPTIONAL_COLLECTORS
 from ..exposition.published import RENDER_MODES
 from ..findings.thresholds import Thresholds, ThresholdsError, load_thresholds
 from ..kube import NODE_NAME_ENV, KubeConfig

@@ -91,7 +91,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         log.error("cannot listen on %s: %s", " ".join(listen), e)
         agent.close()
         return 1
-    agent.exposition.extra.append(server.families)
+    agent.exposition.sources.http = server  # the http collector reads its counters
     stop = threading.Event()
 
     def _handle(signum: int, _frame: object) -> None:

@@ -1,4 +1,6 @@
-"""The ``contention_finding`` gauge: one series per active finding, value 1.
+"""The ``findings`` collector: the ``contention_finding`` gauge, one series per active
+finding, value 1 (families: ``exporter.catalog.findings``; the findings:
+``findings.evaluate``).
 
 Labels match the generated alerts (kind, severity, the victim's per-container labels,
 and the culprit's labels when one is named), so a dashboard can show the exporter's
@@ -9,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from ..catalog import findings as F
 from ..findings.model import CULPRIT_WORKLOAD, NODE_KINDS, Finding
 from ..identity import Names
-from .series import add
+from .inputs import Context
+from .series import add, new
 
 
 def finding_labels(f: Finding, ambiguous: frozenset[Names] = frozenset()) -> dict[str, str]:
@@ -38,15 +41,16 @@ def finding_labels(f: Finding, ambiguous: frozenset[Names] = frozenset()) -> dic
     return out
 
 
+def findings(ctx: Context) -> list[Metric]:
+    return finding_families(ctx.result.findings, ctx.result.at, ctx.ambiguous)
+
+
 def finding_families(
     findings: Sequence[Finding], evaluated_at: float, ambiguous: frozenset[Names] = frozenset()
 ) -> list[Metric]:
     """The findings of one pass: always present (empty when nothing fires), with the
     time of the pass they were evaluated for."""
-    g = GaugeMetricFamily(
-        "contention_finding",
-        "An active finding (1): its kind, severity, victim and named culprit, if any.",
-    )
+    g = new(F.FINDING)
     seen: set[tuple[tuple[str, str], ...]] = set()
     for f in findings:
         labels = finding_labels(f, ambiguous)
@@ -54,11 +58,6 @@ def finding_families(
         if key not in seen:  # two findings never share a label set, but be safe
             seen.add(key)
             add(g, labels, 1.0)
-    at = GaugeMetricFamily(
-        "contention_findings_pass_timestamp_seconds",
-        "Unix time of the sampler pass contention_finding was evaluated for: the same "
-        "pass as every other series of the scrape "
-        "(contention_sampler_last_pass_timestamp_seconds).",
-    )
+    at = new(F.FINDINGS_PASS_TIMESTAMP_SECONDS)
     at.add_metric([], evaluated_at)
     return [g, at]

@@ -1,25 +1,13 @@
-"""Prometheus families of the scheduler probe, built once per pass.
+"""The ``probe`` collector: the scheduler probe's families, built once per pass
+(families and labels: ``exporter.catalog.probe``).
 
-Per victim (its identity labels, ``Identity.series_labels``):
-
-* ``contention_runqueue_latency_seconds`` histogram (cumulative, every bound present;
-  its ``_sum`` is the total wait);
-* ``contention_blame_share`` gauge: culprits' shares of the victim's wait over the
-  window, with ``culprit_kind``, ``culprit`` and the culprit's own identity labels
-  prefixed ``culprit_`` (join on the culprit's series);
-* ``contention_workload_blame_share`` gauge: workloads' shares (all their containers
-  together, running or gone), with ``culprit_kind="workload"``, ``culprit``,
-  ``culprit_namespace`` and ``culprit_workload`` (docs/findings.md#workload-culprits);
-  the two together carry the victim's top-K culprits (``top_culprits``).
-
-Per node: ``contention_antagonist_wait_seconds_total`` (the top-K culprits by the wait
-they caused to other victims over the window, with the cumulative count),
-``contention_probe_loaded{loader, reason}``, ``contention_probe_unknown_blame_ratio``,
-map occupancy, capacity and update failures, sched_switch events seen, waits split by
-a migration, and the programs' kernel run time (non-zero only with ``kernel.bpf_stats_enabled=1``).
-
-Series per victim: len(RUNQ_BOUNDS_S) + 3 (histogram: the buckets, +Inf, _count,
-_sum) + top-K (blame and workload shares together) = 11 with K = 3.
+Per victim (its identity labels, ``Identity.series_labels``): the run-queue histogram
+(cumulative, every bound present: ``probe.histogram.cumulative_buckets``), and its top-K
+culprits' shares, single containers and workloads together (``probe.blame.top_culprits``
+over the pass's blame window: ``findings.aggregates.exported_blame``). Per node: the
+top antagonists (``probe.blame.antagonists``), the unknown share
+(``probe.blame.unknown_blame_ratio``), the probe's state and its maps' and programs'
+counters (``probe.model.ProbeTotals``).
 """
 
 from __future__ import annotations
@@ -27,13 +15,10 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
+from prometheus_client.core import Metric
 
+from ..catalog import probe as P
+from ..findings.aggregates import identities as window_identities
 from ..identity import Identity, Names
 from ..probe.blame import (
     DEFAULT_ANTAGONIST_TOP_K,
@@ -47,7 +32,8 @@ from ..probe.histogram import RUNQ_BOUNDS_S, cumulative_buckets
 from ..probe.model import ProbeTotals, RunqHistogram
 from ..probe.status import ProbeStatus
 from ..window.model import CulpritKey
-from .series import add, add_histogram
+from .inputs import Context
+from .series import add, add_histogram, new, new_histogram
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,33 +64,15 @@ def build_probe_families(
     share in this pass (``identity.ambiguous_names``), which keep their path label;
     ``caused_total_s``: the probe's cumulative wait caused per culprit cgroup id
     (``ProbeSnapshot.caused``)."""
-    loaded = GaugeMetricFamily(
-        "contention_probe_loaded",
-        "1 when the scheduler probe is attached; loader says which (core or bcc), reason "
-        "why not, or why the preferred CO-RE loader did not when BCC loaded instead.",
-        labels=["loader", "reason"],
-    )
+    loaded = new(P.PROBE_LOADED)
     loaded.add_metric([status.loader, status.reason], 1.0 if status.loaded else 0.0)
     families: list[Metric] = [loaded]
     if not status.loaded:
         return families
 
-    hist = HistogramMetricFamily(
-        "contention_runqueue_latency_seconds",
-        "Time tasks of the cgroup spent runnable before getting a CPU (per wakeup); "
-        "_sum is the total run-queue wait.",
-    )
-    share = GaugeMetricFamily(
-        "contention_blame_share",
-        "Share of the victim's run-queue wait over the window spent behind this culprit "
-        f"(one of the victim's top {top_k} culprits, workloads included).",
-    )
-    workload = GaugeMetricFamily(
-        "contention_workload_blame_share",
-        "Share of the victim's run-queue wait over the window spent behind the containers "
-        "of one workload together (Deployment, CronJob, StatefulSet, ...), running or "
-        f"gone (one of the victim's top {top_k} culprits, single containers included).",
-    )
+    hist = new_histogram(P.RUNQUEUE_LATENCY_SECONDS)
+    share = new(P.BLAME_SHARE, top_k=top_k)
+    workload = new(P.WORKLOAD_BLAME_SHARE, top_k=top_k)
     windows: list[Mapping[CulpritKey, float]] = []
     by_victim: dict[int, Mapping[CulpritKey, float]] = {}
     seen: set[tuple[tuple[str, str], ...]] = set()
@@ -126,22 +94,13 @@ def build_probe_families(
             add(workload, {**labels, **ws.labels()}, ws.share)
     families += [hist, share, workload]
 
-    antagonist = CounterMetricFamily(
-        "contention_antagonist_wait_seconds",
-        "Run-queue wait this culprit caused to the other tracked containers since the "
-        f"exporter started; exported for the top {antagonist_top_k} culprits by the wait "
-        "they caused over the window.",
-    )
+    antagonist = new(P.ANTAGONIST_WAIT_SECONDS, antagonist_top_k=antagonist_top_k)
     for a in antagonists(by_victim, caused_total_s or {}, identities, antagonist_top_k, root_ids):
         add(antagonist, a.culprit.labels(ambiguous), a.total_s)
     families.append(antagonist)
 
     ratio = unknown_blame_ratio(windows, identities, root_ids)
-    unknown = GaugeMetricFamily(
-        "contention_probe_unknown_blame_ratio",
-        "Share of all victims' wait over the window blamed on unknown culprits "
-        "(unresolved cgroup ids, or wait the slice ring did not cover).",
-    )
+    unknown = new(P.PROBE_UNKNOWN_BLAME_RATIO)
     unknown.add_metric([], ratio if ratio is not None else 0.0)
     families.append(unknown)
 
@@ -151,44 +110,49 @@ def build_probe_families(
 
 
 def _node_families(t: ProbeTotals) -> list[Metric]:
-    entries = GaugeMetricFamily(
-        "contention_probe_map_entries", "Entries in each probe map.", labels=["map"]
-    )
-    capacity = GaugeMetricFamily(
-        "contention_probe_map_capacity", "Maximum entries of each probe map.", labels=["map"]
-    )
-    failures = CounterMetricFamily(
-        "contention_probe_map_update_failures",
-        "Inserts into a probe map that failed (map full): events lost.",
-        labels=["map"],
-    )
+    entries = new(P.PROBE_MAP_ENTRIES)
+    capacity = new(P.PROBE_MAP_CAPACITY)
+    failures = new(P.PROBE_MAP_UPDATE_FAILURES)
     for m in sorted(t.map_capacity):
         capacity.add_metric([m], float(t.map_capacity[m]))
         entries.add_metric([m], float(t.map_entries.get(m, 0)))
         failures.add_metric([m], float(t.update_failures.get(m, 0)))
-    switches = CounterMetricFamily(
-        "contention_probe_sched_switches",
-        "Context switches (sched_switch events) the probe processed.",
-    )
+    switches = new(P.PROBE_SCHED_SWITCHES)
     switches.add_metric([], float(t.context_switches))
-    migrated = CounterMetricFamily(
-        "contention_probe_migrated_waits",
-        "Waits of tracked tasks split by a migration: the part spent queued on the CPU "
-        "the task left was attributed to that CPU's run slices (counted per migration).",
-    )
+    migrated = new(P.PROBE_MIGRATED_WAITS)
     migrated.add_metric([], float(t.migrated_waits))
-    run_s = CounterMetricFamily(
-        "contention_probe_program_run_seconds",
-        "Kernel time spent in each probe program (needs kernel.bpf_stats_enabled=1).",
-        labels=["program"],
-    )
-    runs = CounterMetricFamily(
-        "contention_probe_program_runs",
-        "Runs of each probe program (needs kernel.bpf_stats_enabled=1).",
-        labels=["program"],
-    )
+    run_s = new(P.PROBE_PROGRAM_RUN_SECONDS)
+    runs = new(P.PROBE_PROGRAM_RUNS)
     for name in sorted(t.programs):
         p = t.programs[name]
         run_s.add_metric([name], p.run_time_ns / 1e9)
         runs.add_metric([name], float(p.run_count))
     return [entries, capacity, failures, switches, migrated, run_s, runs]
+
+
+def probe(ctx: Context) -> list[Metric]:
+    """The ``probe`` collector: nothing when no probe is configured."""
+    result, snap = ctx.result, ctx.snapshot
+    p = snap.probe
+    if p is None:
+        return []
+    victims = [
+        VictimProbeData(
+            identity=c.identity,
+            runq=p.runq.get(c.cgroup_id),
+            blame_window_s=result.blame.get(c.cgroup_id, {}),
+            cgroup_id=c.cgroup_id,
+        )
+        for c in snap.containers
+    ]
+    names = window_identities(result.window) if result.window is not None else {}
+    return build_probe_families(
+        victims,
+        names,
+        p.status,
+        p.totals,
+        top_k=result.top_k,
+        ambiguous=ctx.ambiguous,
+        caused_total_s=p.caused,
+        antagonist_top_k=result.antagonist_top_k,
+    )

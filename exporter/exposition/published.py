@@ -2,8 +2,10 @@
 
 At the end of each pass the agent hands over a :class:`PassResult` (the sampler's
 snapshot and the findings evaluated from that same pass). :meth:`Exposition.publish`
-builds every family from it once, wraps them with the ``/findings`` document in one
-immutable :class:`Published`, and swaps it in with a single reference assignment. A
+builds every family from it once (the collectors of ``exposition.registry``, with the
+live ``Sources``: the process, the pod watch, the config files, the HTTP front), wraps
+them with the ``/findings`` document in one immutable :class:`Published`, and swaps it
+in with a single reference assignment. A
 request takes that reference once and serves from it, so a scrape never mixes two
 passes and never reads the node (a render reads ``/proc/self`` for ``process_*``).
 
@@ -31,30 +33,19 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
-import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from prometheus_client.core import Metric
 
-from ..findings.aggregates import identities
-from ..findings.model import Finding
-from ..identity import Names, ambiguous_names
-from ..probe.blame import DEFAULT_ANTAGONIST_TOP_K, DEFAULT_TOP_K
-from ..sampler.snapshot import CollectorStatus, Snapshot
-from ..window.model import CulpritKey, Window
-from .containers import container_families
-from .findings import finding_families
-from .node import build_info, node_families
-from .probe import VictimProbeData, build_probe_families
-from .status import not_ready, status_families
+from .inputs import PassResult, Sources
+from .node import build_info
+from .registry import pass_families
+from .status import not_ready
 from .text import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, render
-
-log = logging.getLogger(__name__)
 
 RENDER_MODES = ("pass", "scrape")
 # A format nobody asked for in this long is no longer rendered ahead of requests.
@@ -65,99 +56,6 @@ PREDICTION_SLACK = 0.2
 GZIP_LEVEL = 1
 
 Variant = tuple[bool, bool]  # (openmetrics, gzip)
-ExtraFamilies = Callable[[], Iterable[Metric]]  # built with each pass (process, kube)
-
-
-@dataclass(frozen=True, slots=True)
-class PassResult:
-    """One pass: the sampler's snapshot and what was evaluated from it."""
-
-    snapshot: Snapshot
-    window: Window | None  # the window the findings were evaluated on (None: not yet)
-    findings: tuple[Finding, ...]
-    # victim cgroup id -> wait seconds per culprit over the exported blame window
-    blame: Mapping[int, Mapping[CulpritKey, float]]
-    evaluation: CollectorStatus  # the findings evaluation of this pass
-    window_minutes: int
-    top_k: int = DEFAULT_TOP_K
-    collectors: frozenset[str] = frozenset()  # optional families (OPTIONAL_COLLECTORS)
-    antagonist_top_k: int = DEFAULT_ANTAGONIST_TOP_K
-
-    @property
-    def at(self) -> float:
-        return self.snapshot.taken_at
-
-    @property
-    def probe_loaded(self) -> bool | None:
-        """Whether the scheduler probe was loaded in this pass (None: none configured)."""
-        p = self.snapshot.probe
-        return None if p is None else p.status.loaded
-
-    def findings_document(self) -> dict[str, Any]:
-        from ..findings.model import findings_document
-
-        return findings_document(
-            list(self.findings),
-            self.at,
-            self.window,
-            self.window_minutes,
-            probe_loaded=bool(self.probe_loaded),
-        )
-
-
-def pass_families(result: PassResult, extra: Sequence[ExtraFamilies] = ()) -> list[Metric]:
-    """Every family of one pass, in exposition order. A part that fails loses its own
-    families and says so in ``contention_collector_success{collector="exposition"}``."""
-    t0 = time.perf_counter()
-    snap = result.snapshot
-    out: list[Metric] = [build_info()]
-    ok = True
-    # names two tracked cgroups share in this pass: both keep their path label
-    ambiguous = ambiguous_names(c.identity for c in snap.containers)
-    parts: list[Callable[[], Iterable[Metric]]] = [
-        lambda: node_families(snap),
-        lambda: container_families(snap, result.collectors),
-        lambda: _probe_families(result, ambiguous),
-        lambda: finding_families(result.findings, result.at, ambiguous),
-        *extra,
-    ]
-    for part in parts:
-        try:
-            out.extend(part())
-        except Exception as e:  # one broken part must not cost the others
-            ok = False
-            log.error("building metric families failed: %s", e)
-    collectors = dict(snap.collectors)
-    collectors["findings"] = result.evaluation
-    collectors["exposition"] = CollectorStatus(ok, time.perf_counter() - t0)
-    out.extend(status_families(snap, collectors))
-    return out
-
-
-def _probe_families(result: PassResult, ambiguous: frozenset[Names]) -> list[Metric]:
-    snap, probe = result.snapshot, result.snapshot.probe
-    if probe is None:
-        return []
-    victims = [
-        VictimProbeData(
-            identity=c.identity,
-            runq=probe.runq.get(c.cgroup_id),
-            blame_window_s=result.blame.get(c.cgroup_id, {}),
-            cgroup_id=c.cgroup_id,
-        )
-        for c in snap.containers
-    ]
-    names = identities(result.window) if result.window is not None else {}
-    return build_probe_families(
-        victims,
-        names,
-        probe.status,
-        probe.totals,
-        top_k=result.top_k,
-        ambiguous=ambiguous,
-        caused_total_s=probe.caused,
-        antagonist_top_k=result.antagonist_top_k,
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +73,7 @@ class Published:
         self,
         result: PassResult | None,
         findings_json: bytes,
-        extra: Sequence[ExtraFamilies] = (),
+        sources: Sources | None = None,
         *,
         failure: str = "",
         failed_passes: int = 0,
@@ -185,7 +83,7 @@ class Published:
         # Before the first pass: why the passes so far failed ("": none failed yet).
         self.failure = failure
         self.failed_passes = failed_passes
-        self._extra = extra
+        self._sources = sources if sources is not None else Sources()
         self._families: list[Metric] | None = None
         self._renders: dict[Variant, Rendered] = {}
         self._lock = threading.Lock()
@@ -222,9 +120,9 @@ class Published:
     def _families_locked(self) -> list[Metric]:
         if self._families is None:
             if self.result is None:
-                self._families = [build_info(), *not_ready(self.failed_passes)]
+                self._families = [*build_info(), *not_ready(self.failed_passes)]
             else:
-                self._families = pass_families(self.result, self._extra)
+                self._families = pass_families(self.result, self._sources)
         return self._families
 
     def metrics(self, openmetrics: bool, gzipped: bool) -> Rendered:
@@ -301,7 +199,7 @@ class Exposition:
     def __init__(
         self,
         render_mode: str = "pass",
-        extra: Sequence[ExtraFamilies] = (),
+        sources: Sources | None = None,
         pass_interval: float = 5.0,
         *,
         predict: bool = True,
@@ -310,7 +208,9 @@ class Exposition:
         if render_mode not in RENDER_MODES:
             raise ValueError(f"render mode must be one of {RENDER_MODES}, not {render_mode!r}")
         self.render_mode = render_mode
-        self.extra = list(extra)
+        # Read by every pass's collectors when its families are built (attach the
+        # HTTP front here once the server is up).
+        self.sources = sources if sources is not None else Sources()
         self.pass_interval = pass_interval
         self.predict = predict  # False: render every pass (the benchmark's comparison)
         self.clock = clock
@@ -335,7 +235,7 @@ class Exposition:
         """Publish one pass. With ``render="pass"``, render now each format a scrape is
         expected to ask for before the next pass lands; the rest renders on demand."""
         doc = result.findings_document()
-        pub = Published(result, json.dumps(doc).encode(), self.extra)
+        pub = Published(result, json.dumps(doc).encode(), self.sources)
         if self.render_mode == "pass":
             for variant in self.due(self.clock() if now is None else now):
                 pub.metrics(*variant)

@@ -1,5 +1,6 @@
-"""The series budget per container (docs/metrics.md, "Cardinality"): at most 19 per
-tracked container without the probe, 30 with it, by default (27 + ``--probe.top-k``).
+"""The series budget per container (docs/metrics.md, "Cardinality"), computed from the
+metric catalog (``exporter.catalog.budget``), against what a node exports: by default
+19 per tracked container without the probe, 30 with it (27 + ``--probe.top-k``).
 
 A small node of ``bench/sampler_bench.py`` (20 containers in pods of two to four,
 named by ``bench/cardinality.py``'s metadata file: each pod is a workload) under a
@@ -11,21 +12,35 @@ culprits and more than K workloads of two or more containers each, the worst cas
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.core import Metric
+
 from exporter.agent import Agent, AgentConfig
+from exporter.catalog import DEFAULT_COLLECTORS, FAMILIES, OPTIONAL_COLLECTORS
+from exporter.catalog.budget import per_container
+from exporter.exposition.inputs import Sources
 from exporter.exposition.text import render
 from exporter.findings import load_thresholds
-from exporter.probe import BlameCell, ProbeConfig
+from exporter.probe import DEFAULT_TOP_K, RUNQ_BOUNDS_S, BlameCell, ProbeConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # as the bench does
 from cardinality import StandInProbe, series_per_cgroup, write_metadata
 from sampler_bench import build_tree
 
-# docs/metrics.md, "Cardinality": the defaults' budget.
-MAX_NO_PROBE = 19
-MAX_WITH_PROBE = 30
+EVERY = frozenset(OPTIONAL_COLLECTORS)
+
+
+def budget(probe: bool, optional: frozenset[str] = frozenset()) -> int:
+    on = DEFAULT_COLLECTORS | optional
+    return per_container(FAMILIES, on, probe=probe, buckets=len(RUNQ_BOUNDS_S), top_k=DEFAULT_TOP_K)
+
+
+# What docs/metrics.md's prose and CONTRIBUTING.md promise by default, with the probe:
+# a family that raises the computed budget above it must change them too.
+PROMISED_WITH_PROBE = 30
 
 
 class BlameEveryone(StandInProbe):
@@ -46,8 +61,16 @@ class BlameEveryone(StandInProbe):
         return delta
 
 
-def exposition(tmp_path: Path, probe: StandInProbe | None) -> str:
-    tree = build_tree(tmp_path / "node", containers=20, cpus=4)
+def families(
+    tmp_path: Path,
+    probe: StandInProbe | None,
+    optional: frozenset[str] = frozenset(),
+    containers: int = 20,
+    attach: Callable[[Sources], None] | None = None,
+) -> list[Metric]:
+    """Three passes of the agent over a bench node whose containers are named; the last
+    one's families (``attach``: adds to what the exposition reads beside the passes)."""
+    tree = build_tree(tmp_path / "node", containers=containers, cpus=4)
     meta = tmp_path / "metadata.yaml"
     write_metadata(tree, meta)
     cfg = AgentConfig(
@@ -56,22 +79,36 @@ def exposition(tmp_path: Path, probe: StandInProbe | None) -> str:
         sample_interval=5.0,
         metadata_file=str(meta),
         probe=ProbeConfig(enabled=False),
+        collectors=optional,
     )
     agent = Agent(cfg, load_thresholds(), probe=probe)
+    if attach is not None:
+        attach(agent.exposition.sources)
     try:
         now = 1_800_000_000.0
         for _ in range(3):
             now += 5.0
             pub = agent.run_pass(now=now)
-        return render(pub.families(), openmetrics=False).decode()
+        return pub.families()
     finally:
         agent.close()
+
+
+def exposition(
+    tmp_path: Path, probe: StandInProbe | None, optional: frozenset[str] = frozenset()
+) -> str:
+    return render(families(tmp_path, probe, optional), openmetrics=False).decode()
+
+
+def test_the_budget_is_what_the_docs_promise() -> None:
+    assert budget(probe=True) <= PROMISED_WITH_PROBE
+    assert budget(probe=True) - budget(probe=False) == len(RUNQ_BOUNDS_S) + 3 + DEFAULT_TOP_K
 
 
 def test_series_per_container_within_budget_without_probe(tmp_path: Path) -> None:
     per = series_per_cgroup(exposition(tmp_path, None))
     assert len(per) >= 20
-    assert max(per.values()) <= MAX_NO_PROBE, per
+    assert max(per.values()) == budget(probe=False), per
 
 
 def test_series_per_container_within_budget_with_probe(tmp_path: Path) -> None:
@@ -79,8 +116,14 @@ def test_series_per_container_within_budget_with_probe(tmp_path: Path) -> None:
     text = exposition(tmp_path, BlameEveryone())
     per = series_per_cgroup(text)
     assert len(per) >= 20
-    assert max(per.values()) <= MAX_WITH_PROBE, per
-    # not vacuous: both families are exported, and some victim uses the whole budget
+    # some victim uses the whole budget, and none more
+    assert max(per.values()) == budget(probe=True), per
     assert "\ncontention_blame_share{" in text
     assert "\ncontention_workload_blame_share{" in text
-    assert max(per.values()) == MAX_WITH_PROBE
+
+
+def test_series_per_container_with_every_collector(tmp_path: Path) -> None:
+    """At most the computed budget (no container of the bench's tree has every value
+    the optional collectors read)."""
+    per = series_per_cgroup(exposition(tmp_path, BlameEveryone(), EVERY))
+    assert budget(probe=True) < max(per.values()) <= budget(probe=True, optional=EVERY), per

@@ -92,7 +92,7 @@ def test_probe_loader_flags_reach_the_probe_settings() -> None:
 def test_optional_collectors_are_off_unless_asked_for() -> None:
     """--collector.<name> / --no-collector.<name>, node_exporter's flags, for the
     families cAdvisor and kube-state-metrics already export (docs/metrics.md)."""
-    from exporter.exposition.containers import OPTIONAL_COLLECTORS
+    from exporter.catalog import OPTIONAL_COLLECTORS
 
     assert agent_config(build_parser().parse_args(["run"])).collectors == frozenset()
     args = build_parser().parse_args(

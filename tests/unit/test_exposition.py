@@ -25,7 +25,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as om_gener
 from prometheus_client.process_collector import ProcessCollector
 
 from exporter.agent import Agent, AgentConfig
-from exporter.exposition.containers import OPTIONAL_COLLECTORS
+from exporter.catalog import OPTIONAL_COLLECTORS
 from exporter.exposition.text import render as fast_render
 from exporter.findings import load_thresholds
 from exporter.probe import ProbeConfig

@@ -16,6 +16,8 @@ import bcrypt
 import pytest
 import trustme
 
+from exporter.exposition.http import http_families
+
 from .web_support import host_for, raw_get, running
 
 pytestmark = pytest.mark.timeout(120)
@@ -211,5 +213,5 @@ def test_a_rotated_certificate_is_served_without_a_restart(
         source = server.http.config
         assert source is not None and source.reload_failures_total == 1
         assert not source.last_reload_ok
-        fams = {f.name: f for f in server.families()}
+        fams = {f.name: f for f in http_families(server)}
         assert fams["contention_web_config_last_reload_successful"].samples[0].value == 0

@@ -56,7 +56,7 @@ def running(
         source,
         limits,
     )
-    agent.exposition.extra.append(server.families)
+    agent.exposition.sources.http = server
     agent.run_pass()
     server.start()
     try:

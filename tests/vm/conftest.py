@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from exporter.exposition.containers import OPTIONAL_COLLECTORS
+from exporter.catalog import OPTIONAL_COLLECTORS
 from exporter.findings.thresholds import Thresholds, load_thresholds
 from labs import LabCgroup, LabError, LabLayout, cleanup_stale, detect_layout
 from labs.exporter_proc import ExporterProcess
