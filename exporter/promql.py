@@ -10,45 +10,51 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .catalog import containers as C
+from .catalog import findings as F
+from .catalog import node as N
+from .catalog import own as O
+from .catalog import probe as P
 from .identity import IDENTITY_LABELS
 
-# The exported series both read (docs/metrics.md).
-USAGE = "contention_cpu_usage_seconds_total"
-SAMPLED = "contention_sampled_seconds_total"
-CPU_REQUEST = "contention_cpu_request_cores"
-CPU_LIMIT = "contention_cpu_limit_cores"
-PERIODS = "contention_cpu_cfs_periods_total"
-THROTTLED_PERIODS = "contention_cpu_cfs_throttled_periods_total"
-THROTTLED_SECONDS = "contention_cpu_cfs_throttled_seconds_total"
-CPU_SOME = "contention_cpu_pressure_waiting_seconds_total"
-CPU_FULL = "contention_cpu_pressure_stalled_seconds_total"
-MEM_SOME = "contention_memory_pressure_waiting_seconds_total"
-MEM_FULL = "contention_memory_pressure_stalled_seconds_total"
-NODE_MEM_SOME = "contention_node_memory_pressure_waiting_seconds_total"
-NODE_STEAL = "contention_node_cpu_steal_seconds_total"
-NODE_CORES = "contention_node_cpu_cores"
-REFAULTS = "contention_memory_workingset_refaults_total"
-MEM_EVENTS = "contention_memory_events_total"
-WORKING_SET = "contention_memory_working_set_bytes"
-MEM_REQUEST = "contention_memory_request_bytes"
-MEM_LIMIT = "contention_memory_limit_bytes"
-RUNQ_BUCKET = "contention_runqueue_latency_seconds_bucket"
-RUNQ_COUNT = "contention_runqueue_latency_seconds_count"
-RUNQ_SUM = "contention_runqueue_latency_seconds_sum"  # the total wait
-CPU_ENTITLEMENT = "contention_cpu_entitlement_cores"
-MEM_ENTITLEMENT = "contention_memory_entitlement_bytes"
-BLAME_SHARE = "contention_blame_share"
-WORKLOAD_BLAME_SHARE = "contention_workload_blame_share"
-CGROUP_INFO = "contention_cgroup_info"  # carries `workload` (what owns the container)
-ANTAGONIST_WAIT = "contention_antagonist_wait_seconds_total"
-FINDING = "contention_finding"
+# The exported series both read: their names come from the catalog (docs/metrics.md).
+USAGE = C.CPU_USAGE_SECONDS.name
+SAMPLED = C.SAMPLED_SECONDS.name
+CPU_REQUEST = C.CPU_REQUEST_CORES.name
+CPU_LIMIT = C.CPU_LIMIT_CORES.name
+PERIODS = C.CPU_CFS_PERIODS.name
+THROTTLED_PERIODS = C.CPU_CFS_THROTTLED_PERIODS.name
+THROTTLED_SECONDS = C.CPU_CFS_THROTTLED_SECONDS.name
+CPU_SOME = C.CPU_PRESSURE_WAITING_SECONDS.name
+CPU_FULL = C.CPU_PRESSURE_STALLED_SECONDS.name
+MEM_SOME = C.MEMORY_PRESSURE_WAITING_SECONDS.name
+MEM_FULL = C.MEMORY_PRESSURE_STALLED_SECONDS.name
+NODE_MEM_SOME = N.NODE_MEMORY_PRESSURE_WAITING_SECONDS.name
+NODE_STEAL = N.NODE_CPU_STEAL_SECONDS.name
+NODE_CORES = N.NODE_CPU_CORES.name
+REFAULTS = C.MEMORY_WORKINGSET_REFAULTS.name
+MEM_EVENTS = C.MEMORY_EVENTS.name
+WORKING_SET = C.MEMORY_WORKING_SET_BYTES.name
+MEM_REQUEST = C.MEMORY_REQUEST_BYTES.name
+MEM_LIMIT = C.MEMORY_LIMIT_BYTES.name
+RUNQ_BUCKET = P.RUNQUEUE_LATENCY_SECONDS.name + "_bucket"
+RUNQ_COUNT = P.RUNQUEUE_LATENCY_SECONDS.name + "_count"
+RUNQ_SUM = P.RUNQUEUE_LATENCY_SECONDS.name + "_sum"  # the total wait
+CPU_ENTITLEMENT = C.CPU_ENTITLEMENT_CORES.name
+MEM_ENTITLEMENT = C.MEMORY_ENTITLEMENT_BYTES.name
+BLAME_SHARE = P.BLAME_SHARE.name
+WORKLOAD_BLAME_SHARE = P.WORKLOAD_BLAME_SHARE.name
+CGROUP_INFO = C.CGROUP_INFO.name  # carries `workload` (what owns the container)
+ANTAGONIST_WAIT = P.ANTAGONIST_WAIT_SECONDS.name
+FINDING = F.FINDING.name
 # The exporter's own health (the self-monitoring alerts), and Prometheus's scrape status.
 UP = "up"
-PROBE_LOADED = "contention_probe_loaded"
-LAST_PASS = "contention_sampler_last_pass_timestamp_seconds"
-COLLECTOR_SUCCESS = "contention_collector_success"
-PROBE_MAP_FAILURES = "contention_probe_map_update_failures_total"
-UNKNOWN_BLAME = "contention_probe_unknown_blame_ratio"
+PROBE_LOADED = P.PROBE_LOADED.name
+LAST_PASS = O.SAMPLER_LAST_PASS_TIMESTAMP_SECONDS.name
+COLLECTOR_SUCCESS = O.COLLECTOR_SUCCESS.name
+PROBE_MAP_FAILURES = P.PROBE_MAP_UPDATE_FAILURES.name
+UNKNOWN_BLAME = P.PROBE_UNKNOWN_BLAME_RATIO.name
+BUILD_INFO = O.BUILD_INFO.name  # never has a measured container's labels
 
 # A culprit's identity labels on the blame series: its own series' labels, prefixed.
 CULPRIT_IDENTITY = tuple(f"culprit_{lab}" for lab in IDENTITY_LABELS)
