@@ -175,6 +175,11 @@ def test_the_chart_renders_what_the_generators_make(name: str) -> None:
         assert got != json.loads(json.dumps(rule_groups(load_thresholds())["groups"]))
 
 
+def test_helm3_and_helm4_render_the_same_thresholds() -> None:
+    extra = ("--set-json", f"thresholds={json.dumps(SETS['every-value-key'])}")
+    assert render((), extra, binary="helm3") == render((), extra)
+
+
 def test_the_rules_are_those_of_rules_print_rules_for_the_same_file(tmp_path: Path) -> None:
     """The command users would run, once, for the set that changes every value key."""
     (tmp_path / "t.yaml").write_text(yaml.safe_dump(EVERY_VALUE_KEY))
