@@ -20,7 +20,7 @@ help:
 	@echo "make fuzz             the seeded fuzz runs at the suite's sizes (~30 s)"
 	@echo "make fuzz-full        the fuzz runs at full size, bench/README.md (minutes)"
 	@echo "make image            build the core and bcc images and inspect them (root)"
-	@echo "make generate         regenerate rules, dashboards and the promtool tests"
+	@echo "make generate         regenerate rules, dashboards, promtool tests, metric tables"
 	@echo "make bpf              rebuild the CO-RE probe bpf/sched_probe.bpf.o (clang)"
 	@echo "make check-generated  fail when a generated file is stale (what CI runs)"
 	@echo "make kernel           real-kernel tests (root; under the kernel lock)"
@@ -61,6 +61,7 @@ generate:
 	$(BIN)/contention-exporter rules generate
 	$(BIN)/contention-exporter dashboards generate
 	$(BIN)/python -m tests.support.promtool_tests
+	$(BIN)/python -m tests.support.metrics_doc
 
 bpf:
 	bash scripts/build-bpf.sh

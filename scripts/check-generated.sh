@@ -11,6 +11,9 @@ rc=0
 "$CE" dashboards generate --check || { echo "stale dashboards: run 'contention-exporter dashboards generate'" >&2; rc=1; }
 "$VENV/bin/python" -m tests.support.promtool_tests --check \
   || { echo "stale promtool tests: run 'python -m tests.support.promtool_tests'" >&2; rc=1; }
+# docs/metrics.md's tables, generated from the metric catalog (exporter/catalog).
+"$VENV/bin/python" -m tests.support.metrics_doc --check \
+  || { echo "stale metric tables: run 'python -m tests.support.metrics_doc'" >&2; rc=1; }
 # The Helm chart's copies of the rules/dashboards and the kustomize base rendered from
 # the chart (needs helm: scripts/setup-kube-tools.sh).
 "$VENV/bin/python" scripts/generate-deploy.py --check \

@@ -3,7 +3,7 @@
 The exposition of a node with everything on (every collector, the probe, named
 containers, the configuration files, the pod watch, the HTTP front) has exactly the
 catalog's families, each with its type, HELP and labels; the registry builds every
-collector the catalog has.
+collector the catalog has; docs/metrics.md's tables are the catalog's.
 """
 
 from __future__ import annotations
@@ -40,12 +40,18 @@ from exporter.probe import ProbeTotals
 from exporter.probe.select import LOADER_NAMES
 from exporter.sampler.loop import SKIP_REASONS
 from exporter.web.transport import CLOSE_REASONS
+from tests.support import metrics_doc
 
 from .test_cardinality import BlameEveryone, families
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULES: tuple[ModuleType, ...] = (containers, node, probe, findings, own)
 HELP_FIELDS = {"top_k", "antagonist_top_k"}
+
+
+def test_docs_tables_are_the_catalogs() -> None:
+    text = (ROOT / metrics_doc.DOC).read_text(encoding="utf-8")
+    assert metrics_doc.render(text) == text, f"run `{metrics_doc.COMMAND}`"
 
 
 def test_every_family_of_a_catalog_module_is_listed_once() -> None:
