@@ -273,6 +273,8 @@ def test_threshold_lines_follow_the_config(th: Thresholds) -> None:
             "criticalMemFull": 0.3,
             "refaultPerMin": 2000,
             "nodeMemStallSome": 0.07,
+            "samplerStaleSeconds": 90,
+            "samplerStaleFor": "2m",
         }
     )
     m = dashboard_models(custom)
@@ -293,6 +295,8 @@ def test_threshold_lines_follow_the_config(th: Thresholds) -> None:
     assert steps(panel(ov, "Worst run-queue p99")) == [0.05, 1.0]
     assert ">= 70" in panel(ov, "Worst run-queue p99")["targets"][0]["expr"]
     assert steps(panel(ov, "Worst CPU throttling (10m window)")) == [0.15, 0.3]
+    # ContentionSamplerStale's condition, then the age at which it fires
+    assert steps(panel(ov, "Last sampler pass")) == [90, 210]
     # Lines are drawn on the time series that carry a threshold.
     p = panel(dd, "Run-queue p99")
     assert p["fieldConfig"]["defaults"]["custom"]["thresholdsStyle"]["mode"] == "dashed"
@@ -312,6 +316,8 @@ def test_default_thresholds_are_the_documented_ones(models: dict[str, dict[str, 
     dd = models[DRILLDOWN_UID]
     assert steps(panel(dd, "Run-queue p99")) == [0.02, 0.2]  # 20 ms / 200 ms
     assert steps(panel(dd, "Throttled periods")) == [0.1, 0.25]
+    # samplerStaleSeconds (60), then samplerStaleFor (5m) later: as the alert
+    assert steps(panel(models[OVERVIEW_UID], "Last sampler pass")) == [60, 360]
 
 
 # -- generated files ---------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import bargauge, stat, timeseries
 
 from ... import promql as pq
+from ...findings.thresholds import duration_ms
 from ...promql import rate, sel
 from ..layout import Context, Row
 from ..panels import (
@@ -75,15 +76,23 @@ def unknown_blame(context: Context) -> stat.Panel:
 
 
 def last_sampler_pass(context: Context) -> stat.Panel:
+    """Coloured as ContentionSamplerStale stands: orange once the age is over
+    ``samplerStaleSeconds`` (the alert pending), red once it has been for
+    ``samplerStaleFor`` too (the alert firing: the age has grown by as much)."""
+    th = context.th
+    stale = th.sampler_stale_seconds
+    firing = stale + duration_ms(th.sampler_stale_for) / 1000
     return stat_panel(
         context.ids,
         "Last sampler pass",
-        "Seconds since the exporter's last complete pass over the cgroups. Red (over two "
-        "minutes): the sampler is stuck or the exporter is overloaded; the numbers on "
-        "this dashboard are stale. Check /healthz and the exporter log.",
+        "Seconds since the exporter's last complete pass over the cgroups. Orange (over "
+        f"{stale:g} s, samplerStaleSeconds): the sampler is stuck or the exporter is "
+        "overloaded, and ContentionSamplerStale is pending; red (over "
+        f"{firing:g} s, after samplerStaleFor): it fires. The numbers on this dashboard "
+        "are stale. Check /healthz and the exporter log.",
         "s",
         _per_node(context, f"time() - {sel(pq.LAST_PASS, context.selectors.node)}"),
-        [(30, ORANGE), (120, RED)],
+        [(stale, ORANGE), (firing, RED)],
     )
 
 
