@@ -141,7 +141,7 @@ METADATA_STALENESS_SECONDS = Family(
 
 # -- the configuration files (config) ----------------------------------------------------
 
-CONFIG_FILE_LABELS = (Label("kind", ("thresholds", "metadata")), Label("file"))
+CONFIG_FILE_LABELS = (Label("kind", ("thresholds", "metadata", "web")), Label("file"))
 CONFIG_LAST_RELOAD_SUCCESSFUL = Family(
     "contention_config_last_reload_successful",
     GAUGE,
@@ -151,9 +151,11 @@ CONFIG_LAST_RELOAD_SUCCESSFUL = Family(
     "config",
     E,
     CONFIG_FILE_LABELS,
-    doc="1 if the last read of the `--config` / `--metadata-file` file succeeded; 0 while "
-    "a bad edit is ignored and the last good contents are used "
-    "([configuration.md](configuration.md#validation-and-reloading))",
+    doc="1 if the last read of the `--config` / `--metadata-file` / `--web.config.file` "
+    "file (for `web`, or of a certificate, key or CA it names) succeeded; 0 while a bad "
+    "edit is ignored and the last good contents are used "
+    "([configuration.md](configuration.md#validation-and-reloading), "
+    "[serving.md](serving.md#tls-and-basic-auth))",
 )
 CONFIG_RELOAD_FAILURES = Family(
     "contention_config_reload_failures_total",
@@ -296,26 +298,6 @@ HTTP_OPEN_CONNECTIONS = Family(
     E,
     doc="client connections open when the pass ended",
 )
-WEB_CONFIG_LAST_RELOAD_SUCCESSFUL = Family(
-    "contention_web_config_last_reload_successful",
-    GAUGE,
-    NO_UNIT,
-    "1 if the last change to --web.config.file (or a file it names) loaded; 0 "
-    "while the configuration loaded before it is still in use.",
-    "http",
-    E,
-    doc="with `--web.config.file`: 0 while a change that did not load is ignored (the "
-    "last good configuration is in use) ([serving.md](serving.md#tls-and-basic-auth))",
-)
-WEB_CONFIG_RELOAD_FAILURES = Family(
-    "contention_web_config_reload_failures_total",
-    COUNTER,
-    NO_UNIT,
-    "Changes to --web.config.file (or a file it names) that did not load.",
-    "http",
-    E,
-    doc="with `--web.config.file`: changes that did not load",
-)
 
 FAMILIES = (
     BUILD_INFO,
@@ -342,6 +324,4 @@ FAMILIES = (
     HTTP_CONNECTIONS_CLOSED,
     HTTP_RESPONSES,
     HTTP_OPEN_CONNECTIONS,
-    WEB_CONFIG_LAST_RELOAD_SUCCESSFUL,
-    WEB_CONFIG_RELOAD_FAILURES,
 )

@@ -91,7 +91,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         log.error("cannot listen on %s: %s", " ".join(listen), e)
         agent.close()
         return 1
-    agent.exposition.sources.http = server  # the http collector reads its counters
+    agent.exposition.sources.attach_http(server)
     stop = threading.Event()
 
     def _handle(signum: int, _frame: object) -> None:

@@ -1,6 +1,7 @@
-"""The ``http`` collector: the HTTP front's own counters, and ``--web.config.file``'s
-reload state (families: ``exporter.catalog.own``; the counts: ``exporter.web``),
-built with each pass like the rest. Nothing while no server is attached (``diagnose``)."""
+"""The ``http`` collector: the HTTP front's own counters (families:
+``exporter.catalog.own``; the counts: ``exporter.web``), built with each pass like the
+rest. Nothing while no server is attached (``diagnose``). ``--web.config.file``'s
+reload state is the ``config`` collector's, with the other configuration files."""
 
 from __future__ import annotations
 
@@ -25,9 +26,4 @@ def http_families(front: HttpFront) -> list[Metric]:
     responses = new(O.HTTP_RESPONSES)
     for code, n in sorted(stats.responses.copy().items()):
         responses.add_metric([str(code)], n)
-    out = [closed, responses, one(O.HTTP_OPEN_CONNECTIONS, stats.open)]
-    web = front.web_config
-    if web is not None:
-        out.append(one(O.WEB_CONFIG_LAST_RELOAD_SUCCESSFUL, 1 if web.last_reload_ok else 0))
-        out.append(one(O.WEB_CONFIG_RELOAD_FAILURES, web.reload_failures_total))
-    return out
+    return [closed, responses, one(O.HTTP_OPEN_CONNECTIONS, stats.open)]

@@ -70,12 +70,9 @@ class HttpStats(Protocol):
 
 
 class WebConfigState(Protocol):
-    """``--web.config.file``'s reload state (``exporter.web.config.WebConfigSource``)."""
+    """``--web.config.file`` (``exporter.web.config.WebConfigSource``)."""
 
-    @property
-    def last_reload_ok(self) -> bool: ...
-    @property
-    def reload_failures_total(self) -> int: ...
+    def status(self) -> ConfigFileStatus: ...  # its reload state, kind "web"
 
 
 class HttpFront(Protocol):
@@ -96,6 +93,13 @@ class Sources:
     kube: KubeIdentityResolver | None = None
     config_files: Sequence[Callable[[], ConfigFileStatus]] = ()
     http: HttpFront | None = None
+
+    def attach_http(self, front: HttpFront) -> None:
+        """The HTTP front, once it is up: its counters (``http``) and, with
+        ``--web.config.file``, that file's reload state (``config``, kind "web")."""
+        self.http = front
+        if front.web_config is not None:
+            self.config_files = (*self.config_files, front.web_config.status)
 
 
 @dataclass(frozen=True, slots=True)

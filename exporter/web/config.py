@@ -426,14 +426,6 @@ class WebConfigSource:
         """For ``contention_config_*{kind="web"}``."""
         return self._file.status()
 
-    @property
-    def last_reload_ok(self) -> bool:
-        return self.status().last_reload_ok
-
-    @property
-    def reload_failures_total(self) -> int:
-        return self.status().reload_failures_total
-
 
 def _same_tls(old: WebConfig, new: WebConfig) -> None:
     if (new.tls is None) != (old.tls is None):

@@ -54,7 +54,7 @@ def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Age
     shutil.copytree(FIXTURES / request.param, root)
     agent = make_agent(root)
     server = Server(App(agent.exposition, agent.facts, 60.0, agent.status), "127.0.0.1:0")
-    agent.exposition.sources.http = server  # as `run` wires it
+    agent.exposition.sources.attach_http(server)  # as `run` wires it
     server.start()
     try:
         yield agent, f"http://127.0.0.1:{server.port}"

@@ -16,7 +16,8 @@ import bcrypt
 import pytest
 import trustme
 
-from exporter.exposition.http import http_families
+from exporter.exposition.config import config_families
+from exporter.exposition.inputs import Sources
 
 from .web_support import host_for, raw_get, running
 
@@ -211,7 +212,12 @@ def test_a_rotated_certificate_is_served_without_a_restart(
         (certs / "server.key").write_text("not a key")
         assert raw_get("127.0.0.1", server.port, tls=client(new_ca))[0] == 200
         source = server.http.config
-        assert source is not None and source.reload_failures_total == 1
-        assert not source.last_reload_ok
-        fams = {f.name: f for f in http_families(server)}
-        assert fams["contention_web_config_last_reload_successful"].samples[0].value == 0
+        assert source is not None and source.status().reload_failures_total == 1
+        # contention_config_*{kind="web"}, as `run` wires the server to the exposition
+        sources = Sources()
+        sources.attach_http(server)
+        fams = {f.name: f for f in config_families(f() for f in sources.config_files)}
+        for name, value in (("last_reload_successful", 0), ("reload_failures", 1)):
+            (sample,) = fams[f"contention_config_{name}"].samples
+            assert sample.labels == {"kind": "web", "file": str(cfg)}
+            assert sample.value == value

@@ -56,7 +56,7 @@ def running(
         source,
         limits,
     )
-    agent.exposition.sources.http = server
+    agent.exposition.sources.attach_http(server)
     agent.run_pass()
     server.start()
     try:
