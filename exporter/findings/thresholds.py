@@ -41,6 +41,7 @@ _DURATIONS = (
     "collector_failing_for",
     "probe_map_failures_for",
     "unknown_blame_for",
+    "target_labels_for",
 )
 # One label matcher of a series selector: name, operator, double-quoted value.
 _MATCHER = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*')
@@ -124,6 +125,7 @@ class Thresholds:
     probe_map_failures_for: str
     unknown_blame_ratio: float
     unknown_blame_for: str
+    target_labels_for: str
 
     @property
     def window_s(self) -> int:

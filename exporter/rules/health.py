@@ -10,6 +10,7 @@ Prometheus's ``up``, all through the config's ``selector``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .. import promql as pq
@@ -18,6 +19,7 @@ from ..promql import num
 from .alert import alerting_rule
 
 GROUP = "contention-exporter"
+Rule = dict[str, Any]
 
 EXPORTER_DOWN = "ContentionExporterDown"
 EXPORTER_ABSENT = "ContentionExporterAbsent"
@@ -26,6 +28,8 @@ SAMPLER_STALE = "ContentionSamplerStale"
 COLLECTOR_FAILING = "ContentionCollectorFailing"
 PROBE_MAP_FAILURES = "ContentionProbeMapUpdateFailures"
 UNKNOWN_BLAME = "ContentionProbeUnknownBlameHigh"
+TARGET_LABELS = "ContentionTargetLabelsOnSeries"
+LABELS_RENAMED = "ContentionSeriesLabelsRenamed"
 
 ALERTS = (
     EXPORTER_DOWN,
@@ -35,6 +39,8 @@ ALERTS = (
     COLLECTOR_FAILING,
     PROBE_MAP_FAILURES,
     UNKNOWN_BLAME,
+    TARGET_LABELS,
+    LABELS_RENAMED,
 )
 
 # A probe turned off on purpose (--no-probe, the chart's probe.loader: off) is fine.
@@ -49,7 +55,19 @@ SUMMARIES = {
     COLLECTOR_FAILING: "A part of contention-exporter's pass keeps failing.",
     PROBE_MAP_FAILURES: "The scheduler probe is losing events: a BPF map is full.",
     UNKNOWN_BLAME: "The scheduler probe cannot attribute most run-queue wait.",
+    TARGET_LABELS: "The scrape stamps the exporter's own pod on its series.",
+    LABELS_RENAMED: "The scrape replaced the measured containers' labels with the exporter's.",
 }
+
+# The labels that name a measured container. The exporter puts them on a container's
+# series only, never on contention_build_info; the scrape target's (the exporter's own
+# pod under the Prometheus Operator) must not reach any series (docs/kube-prometheus-stack.md).
+OWN_LABELS = ("namespace", "pod", "container")
+FIX = (
+    "Drop the target's namespace, pod and container labels in the scrape's relabelings "
+    "(a labeldrop of namespace|pod|container, as the chart's ServiceMonitor does) and "
+    "scrape with honor_labels: true; docs/kube-prometheus-stack.md."
+)
 
 
 def health_rules(th: Thresholds) -> list[dict[str, Any]]:
@@ -128,5 +146,49 @@ def health_rules(th: Thresholds) -> list[dict[str, Any]]:
             f"is blamed on cgroups the exporter cannot name or on nobody (at least "
             f"{th.unknown_blame_ratio * 100:g}% for {th.unknown_blame_for}): culprit "
             "attribution on that node is unreliable.",
+        ),
+        *_scrape_label_rules(th, rule),
+    ]
+
+
+def _scrape_label_rules(th: Thresholds, rule: Callable[[str, str, str, str], Rule]) -> list[Rule]:
+    """The scrape puts the target's labels (the exporter's own pod) on the exporter's
+    series: stamped where a series lacks them (``contention_build_info`` never has
+    them), or, scraped without ``honor_labels``, in place of the measured container's,
+    which Prometheus renames ``exported_*`` (one alert or the other, not both)."""
+    m = th.matchers
+    target = pq.by(th.join_labels, "job")
+    on = pq.on(th.join_labels, "job")
+
+    def any_of(metric: str, prefix: str = "") -> str:
+        return " or ".join(pq.sel(metric, *m, f'{prefix}{lab}!=""') for lab in OWN_LABELS)
+
+    renamed = f"count {target} (\n  {any_of(pq.SAMPLED, 'exported_')}\n)"
+    stamped = (
+        f"group {pq.by(th.join_labels, 'job', *OWN_LABELS)} (\n  {any_of(pq.BUILD_INFO)}\n)"
+        f"\nunless {on}\n{renamed}"
+    )
+    return [
+        rule(
+            TARGET_LABELS,
+            stamped,
+            th.target_labels_for,
+            f"The series of {TARGET_T} carry the scrape target's own labels "
+            '(namespace="{{ $labels.namespace }}", pod="{{ $labels.pod }}", '
+            'container="{{ $labels.container }}" on contention_build_info, which the '
+            "exporter never labels so): Prometheus adds them to every series that lacks "
+            "them, so the node's own cgroups (the kubelet, the runtime) and pods not named "
+            "yet are reported as the exporter's pod, their alerts route to its namespace, "
+            f"and culprits are not matched to their own series. {FIX}",
+        ),
+        rule(
+            LABELS_RENAMED,
+            renamed,
+            th.target_labels_for,
+            f"{{{{ $value }}}} of the per-container series of {TARGET_T} have "
+            "exported_namespace, exported_pod or exported_container: Prometheus scrapes "
+            "without honor_labels, so the target's labels (the exporter's own pod) replaced "
+            "the measured containers' names, which it renamed, and every contention alert "
+            f"names the exporter's pod instead of the container it is about. {FIX}",
         ),
     ]

@@ -4,7 +4,8 @@ Each alert gets a test: series that must fire it (after its ``for``, with every 
 and annotation), the same series one evaluation before that (silent), and the
 must-not-fire neighbours (another job, a probe disabled on purpose, a fresh sampler,
 a collector that fails now and then, a map that stopped failing, a ratio below the
-threshold). Rendered into ``rules/tests/contention-exporter.rules.test.yaml`` by
+threshold, a scrape that keeps the measured containers' labels and stamps none of its
+own). Rendered into ``rules/tests/contention-exporter.rules.test.yaml`` by
 ``python -m tests.support.promtool_tests``.
 
 The expected annotations are the rule's own templates, rendered here the way
@@ -64,6 +65,7 @@ class Case:
     minutes: int  # evaluated at the first minute it must fire, and one minute before
     at: int = 0  # when the condition starts (minute)
     notes: list[str] = field(default_factory=list)
+    silent: tuple[str, ...] = ()  # other alerts that must not fire when this one does
 
 
 def _sel(metric: str, labels: Mapping[str, str]) -> str:
@@ -193,7 +195,67 @@ def cases(th: Thresholds) -> list[Case]:
             at=2,
         )
     )
+    out += _scrape_label_cases(th)
     return out
+
+
+# The exporter's own pod, as the Prometheus Operator gives the scrape target's labels.
+EXPORTER_POD = {
+    "namespace": "contention-exporter",
+    "pod": "contention-exporter-x7k2p",
+    "container": "exporter",
+}
+MEASURED = {"namespace": "shop", "pod": "api-0", "container": "app"}
+
+
+def _scrape_label_cases(th: Thresholds) -> list[Case]:
+    """The scrape target's labels on the exporter's series: stamped on those that lack
+    them (honor_labels and no labeldrop), or in place of the measured container's
+    (no honor_labels: Prometheus renames them exported_*)."""
+    a, b = dict(TARGET), dict(OTHER)
+    other_job = {"instance": "node-a:9100", "job": "node-exporter", **EXPORTER_POD}
+    wait = _minutes(th.target_labels_for)
+    n = wait + 4
+    later = f"_ _ 1x{n}"  # from minute 2
+    info = {"version": "0.1.0"}
+    renamed = {f"exported_{k}": v for k, v in MEASURED.items()}
+    clean = {
+        # what the chart's ServiceMonitor gives: the measured container's own labels
+        # on its series, none on contention_build_info
+        _sel("contention_build_info", {**b, **info}): f"1x{n + 2}",
+        _sel("contention_sampled_seconds_total", {**b, **MEASURED}): f"0+60x{n + 2}",
+        _sel("contention_build_info", {**other_job, **info}): f"1x{n + 2}",  # not ours
+    }
+    return [
+        Case(
+            health.TARGET_LABELS,
+            {
+                _sel("contention_build_info", {**a, **info, **EXPORTER_POD}): later,
+                _sel("contention_sampled_seconds_total", {**a, **MEASURED}): later,
+                **clean,
+            },
+            [({**a, **EXPORTER_POD}, 1.0)],
+            minutes=2 + wait,
+            at=2,
+        ),
+        Case(
+            health.LABELS_RENAMED,
+            {
+                _sel("contention_build_info", {**a, **info, **EXPORTER_POD}): later,
+                _sel("contention_sampled_seconds_total", {**a, **EXPORTER_POD, **renamed}): later,
+                # an unnamed cgroup: stamped, nothing to rename
+                _sel(
+                    "contention_sampled_seconds_total",
+                    {**a, **EXPORTER_POD, "cgroup": "/system.slice/kubelet.service"},
+                ): later,
+                **clean,
+            },
+            [(a, 1.0)],
+            minutes=2 + wait,
+            at=2,
+            silent=(health.TARGET_LABELS,),  # one diagnosis: the renamed one
+        ),
+    ]
 
 
 def render_health_tests(th: Thresholds, rule_file: str) -> dict[str, Any]:
@@ -218,6 +280,11 @@ def render_health_tests(th: Thresholds, rule_file: str) -> dict[str, Any]:
             checks.insert(
                 0, {"eval_time": f"{case.at - 1}m", "alertname": case.alert, "exp_alerts": []}
             )
+        checks[-1:-1] = [  # before the firing check, which stays last
+            {"eval_time": f"{case.minutes}m", "alertname": other, "exp_alerts": []}
+            for other in case.silent
+            if th.alert_enabled(other)
+        ]
         tests.append(
             {
                 "name": case.alert,
