@@ -193,7 +193,9 @@ class LoadWindow:
             test_cores=own,
             lab_cgroup_cores=(lab_cgroup_seconds(self.cgroup_roots) - self.lab0) / dt,
             kernel_thread_cores=kthreads,
-            outside_cores=max(0.0, node - own - kthreads),
+            # What the node's total leaves over, or at least what the processes seen
+            # outside used (kernel-thread and /proc/stat accounting can disagree on a VM).
+            outside_cores=max(0.0, node - own - kthreads, sum(c for c, _ in others)),
             top_outside=tuple(
                 f"{p.comm} (pid {p.pid}) {c:.2f}" for c, p in others[:TOP] if c >= 0.01
             ),
