@@ -9,14 +9,15 @@ FINDING = Family(
     "contention_finding",
     Type.GAUGE,
     NO_UNIT,
-    "An active finding (1): its kind, severity, victim and named culprit, if any.",
+    "An active finding (1): its kind, level, victim and named culprit, if any.",
     "findings",
     Scope.FINDING,
-    (Label("kind"), Label("severity"), *CULPRIT_LABELS, Label("culprit_workload")),
+    (Label("kind"), Label("level"), *CULPRIT_LABELS, Label("culprit_workload")),
     doc="an active finding (see [findings.md](findings.md)): the labels of the alert the "
-    "rules fire for it",
+    "rules fire for it, and its level",
     constant=True,
-    labels_doc="`kind`, `severity`, the victim's identity labels, and when a culprit is "
+    labels_doc="`kind`, `level` (`critical`, `warning` or `info`: its alert's `level` "
+    "annotation, not its `severity`), the victim's identity labels, and when a culprit is "
     "named `culprit_kind`, `culprit` and its identity labels prefixed "
     "(`culprit_namespace`, `culprit_pod`, `culprit_container`, or `culprit_cgroup`; a "
     "workload culprit: `culprit_namespace`, `culprit_workload`)",

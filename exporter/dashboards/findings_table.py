@@ -36,7 +36,7 @@ COL_SHARE = "culprit share (window)"
 
 # The columns of a finding row, in order, before the node and identity labels.
 _COLUMNS = (
-    "severity",
+    "level",
     "kind",
     "victim",
     "culprit_kind",
@@ -81,7 +81,7 @@ def findings_table(
         .with_transformation(transform("merge", {}))
         .with_transformation(transform("organize", _organize(th)))
         .override_by_name(
-            "severity",
+            "level",
             [
                 prop(
                     "mappings",
@@ -114,7 +114,7 @@ def findings_table(
 
 def _queries(selectors: Selectors, matchers: str) -> list[Query]:
     """The finding series, then one query per number column (refs name the columns)."""
-    keep = selectors.by(*IDENTITY_LABELS, "victim", "kind", "severity", "culprit_kind", "culprit")
+    keep = selectors.by(*IDENTITY_LABELS, "victim", "kind", "level", "culprit_kind", "culprit")
     finding = sel(pq.FINDING, matchers)
     victim_on = selectors.on(*IDENTITY_LABELS)
 

@@ -41,7 +41,7 @@ V_CGROUP = "cgroup"
 CLUSTER_LABEL = "cluster"
 
 # Labels that only the finding / blame series carry, ignored when they meet victim series.
-FINDING_ONLY_LABELS = ("kind", "severity", *CULPRIT_LABELS)
+FINDING_ONLY_LABELS = ("kind", "level", *CULPRIT_LABELS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,9 +2,10 @@
 finding, value 1 (families: ``exporter.catalog.findings``; the findings:
 ``findings.evaluate``).
 
-Labels match the generated alerts (kind, severity, the victim's per-container labels,
-and the culprit's labels when one is named), so a dashboard can show the exporter's
-own verdicts next to Alertmanager's.
+Labels match the generated alert's (the kind, the victim's per-container labels, and
+the culprit's labels when one is named), with the finding's ``level``, its alert's
+``level`` annotation (not a label there: it changes within an incident), so a
+dashboard can show the exporter's own verdicts next to Alertmanager's.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from .series import add, new
 
 
 def finding_labels(f: Finding, ambiguous: frozenset[Names] = frozenset()) -> dict[str, str]:
-    """kind, severity, the victim's identity labels and, when one is named, the
+    """kind, level, the victim's identity labels and, when one is named, the
     culprit's (``culprit_kind``, ``culprit`` and its identity labels prefixed): the
     labels of the alert the rules fire for it."""
-    out = {"kind": f.kind.value, "severity": f.severity.value}
+    out = {"kind": f.kind.value, "level": f.severity.value}
     node_level = f.kind in NODE_KINDS  # about the node: no cgroup on either side
     if not node_level:
         out.update(f.victim.identity.series_labels(ambiguous))

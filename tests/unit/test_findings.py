@@ -267,10 +267,10 @@ def test_finding_gauge(th: Thresholds) -> None:
         for f, s in zip(fs, fam.samples, strict=True):
             assert s.value == 1.0
             assert s.labels["kind"] == f.kind.value
-            assert s.labels["severity"] == f.severity.value
+            assert s.labels["level"] == f.severity.value  # the alert's `level` annotation
             # the identity labels of the alert the rules fire for it (promtool_tests)
             alert = alert_labels(f, th)
-            own = {k: v for k, v in s.labels.items() if k not in ("kind", "severity")}
+            own = {k: v for k, v in s.labels.items() if k not in ("kind", "level")}
             if f.kind not in (Kind.NOISY_NEIGHBOR, Kind.CPU_STEAL):  # alerts naming the culprit
                 own.pop("culprit_kind", None)
                 own.pop("culprit", None)

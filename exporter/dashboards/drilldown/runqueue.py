@@ -74,7 +74,7 @@ def p99(context: Context) -> timeseries.Panel:
         "the alerts compute it (20 ms and 200 ms are exact bucket bounds). Orange line: "
         f"runqP99Ms ({th.runq_p99_ms:g} ms), a stalled minute when there were enough "
         "wakeups (next panel). Red line: criticalRunqP99Ms "
-        f"({th.critical_runq_p99_ms:g} ms), critical severity. Above the lines and not "
+        f"({th.critical_runq_p99_ms:g} ms), the critical level. Above the lines and not "
         "throttled: see who ran while it waited, below.",
         "s",
         [victim_query(pq.runq_p99("1m", context.selectors.container))],

@@ -51,8 +51,8 @@ def runqueue_p99(context: Context) -> bargauge.Panel:
         "running on a CPU (scheduler probe), counting only containers with at least "
         f"minRunqEvents ({th.min_runq_events}) wakeups in the minute, as the findings "
         f"do. Orange: at or above runqP99Ms ({th.runq_p99_ms:g} ms), a stalled minute. "
-        f"Red: at or above criticalRunqP99Ms ({th.critical_runq_p99_ms:g} ms), critical "
-        "severity. Open the drill-down to see the culprits. Empty when the probe is not "
+        f"Red: at or above criticalRunqP99Ms ({th.critical_runq_p99_ms:g} ms), the critical "
+        "level. Open the drill-down to see the culprits. Empty when the probe is not "
         "loaded (see probe health below).",
         "s",
         [_worst(p99)],
