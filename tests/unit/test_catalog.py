@@ -2,8 +2,11 @@
 
 The exposition of a node with everything on (every collector, the probe, named
 containers, the configuration files, the pod watch, the HTTP front) has exactly the
-catalog's families, each with its type, HELP and labels; the registry builds every
-collector the catalog has; docs/metrics.md's tables are the catalog's.
+catalog's families, each once, with its type, HELP, unit (in its name) and labels (and
+their values, where the catalog lists them), collector by collector in the registry's
+order; the registry builds every collector the catalog has; the series budget per
+container (``catalog.budget``) covers every family a container has in that exposition,
+with at most the series it counts; docs/metrics.md's tables are the catalog's.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from exporter import catalog
 from exporter.catalog import (
     BY_NAME,
     COLLECTORS,
+    DEFAULT_COLLECTORS,
     FAMILIES,
     OPTIONAL_COLLECTORS,
     Family,
@@ -31,12 +35,14 @@ from exporter.catalog import (
     own,
     probe,
 )
+from exporter.catalog import budget as series_budget
+from exporter.catalog.model import BYTES, CORES, RATIO, SECONDS
 from exporter.cgroupfs.mode import CgroupMode
 from exporter.exposition.inputs import Sources
 from exporter.exposition.registry import REGISTRY
 from exporter.identity import IDENTITY_LABELS
 from exporter.kube.resolver import KubeStatus, WatchState
-from exporter.probe import ProbeTotals
+from exporter.probe import DEFAULT_TOP_K, ProbeTotals
 from exporter.probe.select import LOADER_NAMES
 from exporter.sampler.loop import SKIP_REASONS
 from exporter.web.transport import CLOSE_REASONS
@@ -47,6 +53,10 @@ from .test_cardinality import BlameEveryone, families
 ROOT = Path(__file__).resolve().parents[2]
 MODULES: tuple[ModuleType, ...] = (containers, node, probe, findings, own)
 HELP_FIELDS = {"top_k", "antagonist_top_k"}
+UNITS = (SECONDS, BYTES, CORES, RATIO)
+# Ratios still named ``_share``: the naming pass renames them to ``_ratio`` (issue 25
+# item 4); drop a name from here when it is renamed.
+SHARE_NOT_YET_RATIO = {"contention_blame_share", "contention_workload_blame_share"}
 
 
 def test_docs_tables_are_the_catalogs() -> None:
@@ -69,6 +79,20 @@ def test_a_family_is_named_for_its_type_and_has_a_collector(fam: Family) -> None
     assert fields <= HELP_FIELDS, fields
     if fam.labels_doc:  # the docs' own words name every label
         assert all(f"`{n}" in fam.labels_doc for n in fam.label_names), fam.labels_doc
+
+
+@pytest.mark.parametrize("fam", FAMILIES, ids=lambda f: f.name)
+def test_a_family_is_named_for_its_unit(fam: Family) -> None:
+    """Base units in the name (docs/metrics.md): it ends with its unit, and a family
+    without one does not end with a unit's name."""
+    assert fam.unit in (*UNITS, ""), fam.unit
+    base = fam.name.removesuffix("_total")
+    if fam.name in SHARE_NOT_YET_RATIO:
+        assert (fam.unit, base.endswith("_share")) == (RATIO, True)
+    elif fam.unit:
+        assert base.endswith("_" + fam.unit), (fam.name, fam.unit)
+    else:
+        assert not base.endswith(tuple("_" + u for u in UNITS)), fam.name
 
 
 def test_the_registry_builds_every_collector_of_the_catalog() -> None:
@@ -112,24 +136,39 @@ def _attach(sources: Sources) -> None:
     sources.http = _Front()
 
 
-def _everything(tmp_path: Path) -> list[Metric]:
-    """The metadata file brings its config file status; the stand-in probe, maps."""
+EVERY = frozenset(OPTIONAL_COLLECTORS)
+ON = DEFAULT_COLLECTORS | EVERY
+
+
+@pytest.fixture(scope="module")
+def everything(tmp_path_factory: pytest.TempPathFactory) -> list[Metric]:
+    """Every family of a node with everything on but the Kubernetes identity source:
+    the metadata file brings its config file status; the stand-in probe, maps."""
     stand_in = BlameEveryone()
     stand_in._totals = ProbeTotals(map_capacity={"m": 1}, programs={})
-    every = frozenset(OPTIONAL_COLLECTORS)
-    return families(tmp_path, stand_in, every, containers=6, attach=_attach)
+    fams = families(tmp_path_factory.mktemp("node"), stand_in, EVERY, containers=6, attach=_attach)
+    return [m for m in fams if not m.name.startswith(("process_", "python_"))]
 
 
-def test_the_exposition_is_what_the_catalog_says(tmp_path: Path) -> None:
-    fams = [m for m in _everything(tmp_path) if not m.name.startswith(("process_", "python_"))]
-    got = {f.name + ("_total" if f.type == "counter" else ""): f for f in fams}
+def _exported(m: Metric) -> str:
+    return m.name + ("_total" if m.type == "counter" else "")
+
+
+def test_the_exposition_has_every_family_of_the_catalog_once(everything: list[Metric]) -> None:
+    names = [_exported(m) for m in everything]
+    assert len(names) == len(set(names)), collections.Counter(names).most_common(3)
     # staleness comes with the Kubernetes identity source only (docs/kubernetes.md)
-    assert set(BY_NAME) - set(got) == {own.METADATA_STALENESS_SECONDS.name}
-    assert set(got) <= set(BY_NAME)
-    for name, m in got.items():
+    assert set(BY_NAME) - set(names) == {own.METADATA_STALENESS_SECONDS.name}
+    assert set(names) <= set(BY_NAME)
+
+
+def test_the_exposition_is_what_the_catalog_says(everything: list[Metric]) -> None:
+    for m in everything:
+        name = _exported(m)
         spec = BY_NAME[name]
         assert m.type == spec.type.value, name
         assert m.documentation == spec.help.format(top_k=3, antagonist_top_k=10), name
+        assert m.unit == "", name  # the unit is in the name: no # UNIT line
         allowed = set(spec.label_names)
         if spec.scope in (Scope.CONTAINER, Scope.VICTIM, Scope.FINDING):
             allowed |= set(IDENTITY_LABELS)
@@ -137,6 +176,86 @@ def test_the_exposition_is_what_the_catalog_says(tmp_path: Path) -> None:
             allowed.add("le")
         for s in m.samples:
             assert set(s.labels) <= allowed, (name, s.labels)
+            for lab in spec.labels:
+                # A fixed set: a series has one of them, or none (empty is absent in
+                # Prometheus: the probe's loader when nothing loaded); one per value
+                # (every_value), always one.
+                if lab.values:
+                    values = spec.values(lab.name, ON) + (() if lab.every_value else ("",))
+                    assert s.labels.get(lab.name, "") in values, (name, s)
+
+
+def test_each_collector_builds_its_families_in_registry_order(
+    everything: list[Metric],
+) -> None:
+    """Collector by collector in the registry's order: each family comes with the
+    others of its catalog collector, after every family of the collectors before."""
+    order = [r.name for r in REGISTRY]
+    collectors = [BY_NAME[_exported(m)].collector for m in everything]
+    assert collectors == sorted(collectors, key=order.index)
+    assert len(set(collectors)) == len(order) - 1  # every one but process (left out)
+
+
+def _per_container(everything: list[Metric]) -> dict[str, collections.Counter[tuple[str, ...]]]:
+    """For each family a container has series of: how many each container has."""
+    out: dict[str, collections.Counter[tuple[str, ...]]] = {}
+    for m in everything:
+        spec = BY_NAME[_exported(m)]
+        if spec.scope not in series_budget.PER_CONTAINER:
+            continue
+        counts = out.setdefault(spec.name, collections.Counter())
+        for s in m.samples:
+            counts[tuple(s.labels.get(k, "") for k in IDENTITY_LABELS)] += 1
+    return out
+
+
+def test_the_budget_counts_what_a_container_has(everything: list[Metric]) -> None:
+    """The budget (computed from the catalog) lists every family a container has a
+    series of, top-K ones aside, with at most the series it counts for it, and exactly
+    that many where the counted values are all there; the top-K families share K."""
+    counted = dict(
+        (f.name, n)
+        for f, n in series_budget.breakdown(FAMILIES, ON, probe=True, buckets=metrics_doc.BUCKETS)
+    )
+    got = _per_container(everything)
+    shared = {f.name for f in FAMILIES if f.top_k}
+    assert set(got) - shared <= set(counted)
+    for name, per in got.items():
+        if name in shared or not per:
+            continue
+        assert max(per.values()) <= counted[name], (name, per)
+        labels = BY_NAME[name].labels
+        if BY_NAME[name].type is Type.HISTOGRAM or any(lab.every_value for lab in labels):
+            assert max(per.values()) == counted[name], (name, per)
+    top: collections.Counter[tuple[str, ...]] = collections.Counter()
+    for name in shared:
+        top.update(got.get(name, {}))
+    assert max(top.values()) == DEFAULT_TOP_K, top
+
+
+def test_the_budget_follows_the_catalog() -> None:
+    """One more per-container gauge in the catalog is one more series in the budget;
+    the same off its collector, or of the node, is none."""
+
+    def budget(fams: tuple[Family, ...]) -> int:
+        return series_budget.per_container(
+            fams, ON, probe=True, buckets=metrics_doc.BUCKETS, top_k=DEFAULT_TOP_K
+        )
+
+    extra = Family("contention_x_bytes", Type.GAUGE, BYTES, "X.", "containers", Scope.CONTAINER)
+    assert budget((*FAMILIES, extra)) == budget(FAMILIES) + 1
+    off = Family("contention_x_bytes", Type.GAUGE, BYTES, "X.", "cpu_spec", Scope.CONTAINER)
+    assert series_budget.per_container(
+        (*FAMILIES, off),
+        DEFAULT_COLLECTORS,
+        probe=True,
+        buckets=metrics_doc.BUCKETS,
+        top_k=DEFAULT_TOP_K,
+    ) == series_budget.per_container(
+        FAMILIES, DEFAULT_COLLECTORS, probe=True, buckets=metrics_doc.BUCKETS, top_k=DEFAULT_TOP_K
+    )
+    node_wide = Family("contention_node_x_bytes", Type.GAUGE, BYTES, "X.", "node", Scope.NODE)
+    assert budget((*FAMILIES, node_wide)) == budget(FAMILIES)
 
 
 def test_enabled_refuses_an_unknown_collector() -> None:
