@@ -1,16 +1,17 @@
 """The chart's ServiceMonitor and PodMonitor, as the Prometheus Operator turns them into
-a scrape job (tests/support/operator_scrape.py), run by a real Prometheus on
-127.0.0.1: no series carries the exporter's own pod's namespace, pod or container,
-a series that names its container keeps its own, and every series names the node.
+a scrape job (``operator_scrape_config`` of tests/e2e/default_install.py, the one the
+deploy-path lane runs), run by a real Prometheus on 127.0.0.1: no series carries the
+exporter's own pod's namespace, pod or container, a series that names its container
+keeps its own, and every series names the node.
 
 The target is a static one carrying the ``__meta_kubernetes_*`` labels service
-discovery gives the exporter's pod, serving a fixed exposition: one series of a named
-pod, and two of cgroups no pod name is known for (a system unit, a pod not named
-yet), the ones the operator's target labels would be stamped on."""
+discovery gives the pod the chart's DaemonSet runs on a node (``exporter_from_daemonset``
+of the same module), serving a fixed exposition: one series of a named pod, and two of
+cgroups no pod name is known for (a system unit, a pod not named yet), the ones the
+operator's target labels would be stamped on."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
 import threading
@@ -19,6 +20,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,7 @@ import pytest
 import yaml
 
 from labs.exporter_proc import free_port, terminate
-from tests.support.operator_scrape import ExporterPod, scrape_job
+from tests.e2e import default_install as di
 
 from .manifests import Doc, need, one, render
 
@@ -39,21 +41,6 @@ contention_cpu_usage_seconds_total{namespace="shop",pod="web-7d9f",container="ap
 contention_cpu_usage_seconds_total{cgroup="/system.slice/kubelet.service"} 34
 contention_cpu_usage_seconds_total{cgroup="/kubepods.slice/kubepods-burstable.slice/x.scope"} 5
 """
-OWN_POD = ExporterPod(
-    name="contention-exporter-x7k2p",
-    namespace="contention-exporter",
-    node="node-a",
-    labels={
-        "app.kubernetes.io/name": "contention-exporter",
-        "app.kubernetes.io/instance": "contention-exporter",
-    },
-    address="",  # the fixture server's, set per test
-    service="contention-exporter",
-    service_labels={
-        "app.kubernetes.io/name": "contention-exporter",
-        "app.kubernetes.io/instance": "contention-exporter",
-    },
-)
 
 
 @contextmanager
@@ -87,25 +74,51 @@ def _get(url: str) -> Any:
 SCRAPES = ("ServiceMonitor", "PodMonitor", "ServiceMonitor without the labeldrop")
 
 
+@dataclass(frozen=True, slots=True)
+class Scraped:
+    pod: di.PodMeta  # the exporter's own pod, as service discovery saw it
+    series: list[dict[str, str]]  # the label sets Prometheus stored
+
+
+def _job(
+    objects: list[Doc], monitor: Doc, address: str, node: str, work: Path
+) -> tuple[Doc, di.PodMeta]:
+    """The operator's job for ``monitor`` (scraped every second), its target the pod the
+    chart's DaemonSet runs on ``node`` (returned too), serving at ``address``."""
+    pod = di.exporter_from_daemonset(
+        objects, workdir=work, node_name=node, kubeconfig=str(work / "kubeconfig"), listen=address
+    ).pod
+    service = one(objects, "Service") if monitor["kind"] == "ServiceMonitor" else None
+    job = di.operator_scrape_config(
+        monitor, target=address, pod=pod, service=service, scrape_interval="1s"
+    )
+    return job, pod
+
+
 @pytest.fixture(scope="module")
-def scraped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, str]]]:
-    """Per scrape, the label sets Prometheus stores for the fixture's series: one
-    Prometheus runs the operator's job for each, the exporter pod on a node of its own
-    (so `instance` says which job a series came from)."""
+def scraped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Scraped]:
+    """Per scrape, what Prometheus stores for the fixture's series: one Prometheus runs
+    the operator's job for each, the exporter pod on a node of its own (so `instance`
+    says which job a series came from)."""
     prometheus = need("prometheus")
     tmp = tmp_path_factory.mktemp("prometheus")
+    charts = {
+        kind: render(("monitoring.kind=" + kind,)) for kind in ("ServiceMonitor", "PodMonitor")
+    }
     monitors = {
-        SCRAPES[0]: _monitor("ServiceMonitor"),
-        SCRAPES[1]: _monitor("PodMonitor"),
-        SCRAPES[2]: _without_labeldrop(_monitor("ServiceMonitor")),
+        SCRAPES[0]: (charts["ServiceMonitor"], one(charts["ServiceMonitor"], "ServiceMonitor")),
+        SCRAPES[1]: (charts["PodMonitor"], one(charts["PodMonitor"], "PodMonitor")),
+        SCRAPES[2]: (
+            charts["ServiceMonitor"],
+            _without_labeldrop(one(charts["ServiceMonitor"], "ServiceMonitor")),
+        ),
     }
     with exposition() as address:
-        jobs = []
-        for i, monitor in enumerate(monitors.values()):
-            pod = dataclasses.replace(OWN_POD, address=address, node=f"node-{i}")
-            job = scrape_job(monitor, [pod])
-            job |= {"job_name": f"{job['job_name']}-{i}", "scrape_interval": "1s"}
-            jobs.append(job | {"scrape_timeout": "1s"})
+        jobs, pods = [], []
+        for i, (objects, monitor) in enumerate(monitors.values()):
+            job, pod = _job(objects, monitor, address, f"node-{i}", tmp / f"pod-{i}")
+            pods.append(pod)
+            jobs.append(job | {"job_name": f"{job['job_name']}-{i}"})
         (tmp / "prometheus.yml").write_text(yaml.safe_dump({"scrape_configs": jobs}))
         port = free_port()
         log = (tmp / "prometheus.log").open("wb")
@@ -125,7 +138,8 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str
             terminate(proc)
             log.close()
     return {
-        name: [s for s in series if s["instance"] == f"node-{i}"] for i, name in enumerate(monitors)
+        name: Scraped(pods[i], [s for s in series if s["instance"] == f"node-{i}"])
+        for i, name in enumerate(monitors)
     }
 
 
@@ -145,10 +159,6 @@ def _wait_for_series(base: str, want: int, tmp: Path) -> list[dict[str, str]]:
     )
 
 
-def _monitor(kind: str) -> Doc:
-    return one(render(("monitoring.kind=" + kind,)), kind)
-
-
 def _without_labeldrop(monitor: Doc) -> Doc:
     out: Doc = json.loads(json.dumps(monitor))
     key = "endpoints" if out["kind"] == "ServiceMonitor" else "podMetricsEndpoints"
@@ -158,10 +168,8 @@ def _without_labeldrop(monitor: Doc) -> Doc:
 
 
 @pytest.mark.parametrize("kind", ["ServiceMonitor", "PodMonitor"])
-def test_no_series_carries_the_exporters_own_pod(
-    scraped: dict[str, list[dict[str, str]]], kind: str
-) -> None:
-    series = scraped[kind]
+def test_no_series_carries_the_exporters_own_pod(scraped: dict[str, Scraped], kind: str) -> None:
+    series, own = scraped[kind].series, scraped[kind].pod
     assert len(series) == 3
     by_cgroup = {s.get("cgroup", ""): s for s in series}
     named = by_cgroup[""]
@@ -170,22 +178,20 @@ def test_no_series_carries_the_exporters_own_pod(
         assert s["instance"] == s["node"], s
         assert s["job"] == "contention-exporter", s
         assert s["endpoint"] == "metrics", s
-        assert OWN_POD.name not in s.values() and "exporter" not in s.values(), s
+        assert own.name not in s.values() and own.container not in s.values(), s
         if "cgroup" in s:
             assert not {"namespace", "pod", "container"} & set(s), s
     assert ("service" in named) == (kind == "ServiceMonitor")
 
 
 def test_without_the_labeldrop_the_operator_stamps_the_exporters_pod(
-    scraped: dict[str, list[dict[str, str]]],
+    scraped: dict[str, Scraped],
 ) -> None:
     """The control: the same job minus the chart's last relabeling names the exporter's
     pod on every unnamed cgroup's series (what issue 24 saw), so the test above can fail."""
-    unnamed = [s for s in scraped[SCRAPES[2]] if "cgroup" in s]
+    unnamed = [s for s in scraped[SCRAPES[2]].series if "cgroup" in s]
+    own = scraped[SCRAPES[2]].pod
     assert len(unnamed) == 2
+    assert own.container == "exporter" and own.namespace == "contention-exporter"
     for s in unnamed:
-        assert (s["namespace"], s["pod"], s["container"]) == (
-            OWN_POD.namespace,
-            OWN_POD.name,
-            "exporter",
-        )
+        assert (s["namespace"], s["pod"], s["container"]) == (own.namespace, own.name, "exporter")
