@@ -30,7 +30,6 @@ costs one render per scrape, like ``scrape``, and the scrape takes 0.07 ms.
 
 from __future__ import annotations
 
-import gzip
 import itertools
 import json
 import threading
@@ -41,11 +40,12 @@ from dataclasses import dataclass
 
 from prometheus_client.core import Metric
 
+from .deflate import Gzipper
 from .inputs import PassResult, Sources
 from .node import build_info
 from .registry import pass_families
 from .status import not_ready
-from .text import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, render
+from .text import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, Renderer
 
 RENDER_MODES = ("pass", "scrape")
 # A format nobody asked for in this long is no longer rendered ahead of requests.
@@ -77,6 +77,8 @@ class Published:
         *,
         failure: str = "",
         failed_passes: int = 0,
+        renderer: Renderer | None = None,
+        gzipper: Gzipper | None = None,
     ) -> None:
         self.result = result  # None: before the first pass (a "not ready" exposition)
         self.findings_json = findings_json
@@ -86,6 +88,10 @@ class Published:
         self._sources = sources if sources is not None else Sources()
         self._families: list[Metric] | None = None
         self._renders: dict[Variant, Rendered] = {}
+        # Shared by the passes of one exposition: each render keeps what the next
+        # one can reuse (text.Renderer, deflate.Gzipper).
+        self._renderer = renderer if renderer is not None else Renderer()
+        self._gzipper = gzipper if gzipper is not None else Gzipper(GZIP_LEVEL)
         self._lock = threading.Lock()
 
     @property
@@ -139,13 +145,10 @@ class Published:
 
     def _render(self, openmetrics: bool, gzipped: bool) -> Rendered:
         ctype = OPENMETRICS_CONTENT_TYPE if openmetrics else TEXT_CONTENT_TYPE
-        plain = self._renders.get((openmetrics, False))
-        if plain is None:
-            body = render(self._families_locked(), openmetrics)
-            plain = self._renders[(openmetrics, False)] = Rendered(body, ctype, False)
-        if not gzipped:
-            return plain
-        return Rendered(gzip.compress(plain.body, GZIP_LEVEL, mtime=0), ctype, True)
+        chunks = self._renderer.chunks(self._families_locked(), openmetrics)
+        if gzipped:  # the plain body is not kept unless a client asks for it
+            return Rendered(self._gzipper.gzip(chunks), ctype, True)
+        return Rendered(b"".join(chunks), ctype, False)
 
 
 def wants_openmetrics(accept: str | None) -> bool:
@@ -215,6 +218,8 @@ class Exposition:
         self.predict = predict  # False: render every pass (the benchmark's comparison)
         self.clock = clock
         self._requests: dict[Variant, _Requests] = {}
+        self._renderer = Renderer()
+        self._gzipper = Gzipper(GZIP_LEVEL)
         self._current = Published(None, _NOT_READY_JSON)
 
     def current(self) -> Published:
@@ -235,7 +240,13 @@ class Exposition:
         """Publish one pass. With ``render="pass"``, render now each format a scrape is
         expected to ask for before the next pass lands; the rest renders on demand."""
         doc = result.findings_document()
-        pub = Published(result, json.dumps(doc).encode(), self.sources)
+        pub = Published(
+            result,
+            json.dumps(doc).encode(),
+            self.sources,
+            renderer=self._renderer,
+            gzipper=self._gzipper,
+        )
         if self.render_mode == "pass":
             for variant in self.due(self.clock() if now is None else now):
                 pub.metrics(*variant)

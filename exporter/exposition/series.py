@@ -50,10 +50,18 @@ def one(spec: Family, value: float, labels: Sequence[str] = ()) -> Metric:
     return m
 
 
-def add(fam: Metric, labels: Mapping[str, str], value: float) -> None:
-    """One sample of a gauge or counter family."""
+# Sample(...) without its keyword defaults' wrapper: the families of 1,000 containers add
+# ~17,000 samples a pass. Every field after the value is None.
+_make_sample = Sample._make
+_NO_EXTRAS = (None,) * (len(Sample._fields) - 3)
+
+
+def add(fam: Metric, labels: dict[str, str], value: float) -> None:
+    """One sample of a gauge or counter family. ``labels`` becomes the sample's own
+    (not copied: several samples of one cgroup share its identity labels); do not
+    change it afterwards."""
     name = fam.name + "_total" if fam.type == "counter" else fam.name
-    fam.samples.append(Sample(name, dict(labels), value))
+    fam.samples.append(_make_sample((name, labels, value, *_NO_EXTRAS)))
 
 
 def add_histogram(

@@ -1,20 +1,27 @@
 """Render metric families as Prometheus text (0.0.4) or OpenMetrics (1.0.0) bytes.
 
 prometheus_client's ``generate_latest`` validates and escapes every label name and
-value of every sample: at 1,000 containers (~26,000 samples sharing ~1,000 label sets)
-that is ~350 ms a render, most of it on label sets it has already formatted. This
-renderer writes the same bytes (tests compare it with ``generate_latest`` on every
-golden fixture and on prometheus_client's own process and GC families) and formats
-each distinct label set once per render. A family it does not handle plainly
-(exemplars, timestamps, units, native histograms, OpenMetrics-only samples, names
-that need escaping) is rendered by prometheus_client itself, so the output is always
-the library's.
+value of every sample, on every render. This renderer writes the same bytes (tests
+compare it with ``generate_latest`` on every golden fixture, on prometheus_client's own
+process and GC families, and across passes whose series change) and keeps, between
+renders, what does not change from one pass to the next: a series' identity (its
+sample name and label set) is stable across passes, so each series' line is formatted
+once and written again only when its value changes, and a family none of whose lines
+changed is the same bytes as last time (and, gzipped, the same compressed segment:
+``exporter.exposition.deflate``). A render of a pass where few values moved is mostly
+joining bytes.
+
+A family it does not handle plainly (exemplars, timestamps, units, native histograms,
+OpenMetrics-only samples, names that need escaping) is rendered by prometheus_client
+itself, every time, so the output is always the library's.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable, Iterator
+from math import copysign
 from typing import Any
 
 from prometheus_client.exposition import generate_latest as _text_latest
@@ -28,11 +35,17 @@ _go_float: Any = _float_to_go_string
 
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+OPENMETRICS_EOF = b"# EOF\n"
 
 _METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _PLAIN_TYPES = frozenset(("counter", "gauge", "histogram", "summary", "unknown"))
 _TEXT_OM_ONLY = ("_created", "_gsum", "_gcount")
+
+# A series, as a family's samples name it: (sample name, label items in their order).
+_SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
+# A family of one render: (name, type, HELP, unit, how many before it had the same).
+_FamilyKey = tuple[str, str, str, str, int]
 
 
 class _NotPlain(Exception):
@@ -53,47 +66,128 @@ class _One:
         yield self.metric
 
 
-def render(families: Iterable[Metric], openmetrics: bool = False) -> bytes:
-    """All ``families`` in one exposition (OpenMetrics ends with ``# EOF``)."""
-    out: list[str] = []
-    labels_cache: dict[tuple[tuple[str, str], ...], str] = {}
-    for m in families:
-        mark = len(out)
-        try:
-            _render_plain(m, openmetrics, out, labels_cache)
-        except _NotPlain:
-            del out[mark:]
+class _Line:
+    """One series' line as last written: ``prefix`` (name and labels) + its value."""
+
+    __slots__ = ("line", "prefix_len", "used", "value")
+
+    def __init__(self, value: float, line: bytes, prefix_len: int, used: int) -> None:
+        self.value = value
+        self.line = line
+        self.prefix_len = prefix_len
+        self.used = used  # the render that last wrote it
+
+
+class _Family:
+    """What one family kept from the last renders: its lines (the same in both
+    formats), and per format its header, which names its samples may use, and the
+    parts and bytes it was last joined from."""
+
+    __slots__ = ("chunk", "header", "lines", "names_ok", "parts")
+
+    def __init__(self) -> None:
+        self.lines: dict[_SeriesKey, _Line] = {}
+        self.header: dict[bool, bytes] = {}
+        self.names_ok: dict[bool, set[str]] = {False: set(), True: set()}
+        self.parts: dict[bool, list[bytes]] = {}
+        self.chunk: dict[bool, bytes] = {}
+
+
+class Renderer:
+    """Renders one pass after another, keeping what did not change between them.
+
+    Memory is bounded by the series of the last render: a series or family that is not
+    in a render is forgotten after it. Thread-safe: renders are serialised.
+    """
+
+    def __init__(self) -> None:
+        self._families: dict[_FamilyKey, _Family] = {}
+        self._renders = 0
+        self._lock = threading.Lock()
+
+    def series(self) -> int:
+        """Series lines held (tests: bounded by the last render's)."""
+        return sum(len(f.lines) for f in self._families.values())
+
+    def render(self, families: Iterable[Metric], openmetrics: bool = False) -> bytes:
+        """All ``families`` in one exposition (OpenMetrics ends with ``# EOF``)."""
+        return b"".join(self.chunks(families, openmetrics))
+
+    def chunks(self, families: Iterable[Metric], openmetrics: bool = False) -> list[bytes]:
+        """The exposition as one bytes object per family, in order (and ``# EOF``
+        last in OpenMetrics). A family whose bytes did not change since the last
+        render of this format is the very same object as then."""
+        with self._lock:
+            self._renders += 1
+            out: list[bytes] = []
+            seen: dict[_FamilyKey, _Family] = {}
+            for m in families:
+                key = _family_key(m, seen)
+                fam = self._families.get(key) or _Family()
+                seen[key] = fam
+                try:
+                    out.append(self._plain(m, fam, openmetrics))
+                except _NotPlain:
+                    fam.parts.pop(openmetrics, None)
+                    fam.chunk.pop(openmetrics, None)
+                    out.append(_library(m, openmetrics))
+            self._families = seen  # what is not in this render is forgotten
             if openmetrics:
-                text = _om_latest(_One(m)).decode("utf-8")
-                out.append(text.removesuffix("# EOF\n"))
-            else:
-                out.append(_text_latest(_One(m)).decode("utf-8"))
-    if openmetrics:
-        out.append("# EOF\n")
-    return "".join(out).encode("utf-8")
+                out.append(OPENMETRICS_EOF)
+            return out
 
-
-def _labelstr(
-    items: tuple[tuple[str, str], ...], cache: dict[tuple[tuple[str, str], ...], str]
-) -> str:
-    hit = cache.get(items)
-    if hit is None:
-        pairs = sorted(items)
-        for k, _ in pairs:
-            if not _LABEL_NAME.match(k):
+    def _plain(self, m: Metric, fam: _Family, openmetrics: bool) -> bytes:
+        header = fam.header.get(openmetrics)
+        if header is None:
+            header = fam.header[openmetrics] = _header(m, openmetrics)
+        names_ok = fam.names_ok[openmetrics]
+        lines = fam.lines
+        used = self._renders
+        parts = [header]
+        append = parts.append
+        distinct = 0
+        for s in m.samples:
+            if s.timestamp is not None or s.exemplar is not None or s.native_histogram is not None:
                 raise _NotPlain
-        hit = cache[items] = (
-            "{" + ",".join(f'{k}="{_escape_value(v)}"' for k, v in pairs) + "}" if pairs else ""
-        )
-    return hit
+            sname = s.name
+            if sname not in names_ok:
+                _check_sample_name(m.name, sname, openmetrics)
+                names_ok.add(sname)
+            key = (sname, tuple(s.labels.items()))
+            v = s.value
+            e = lines.get(key)
+            if e is None:
+                prefix = _prefix(sname, key[1]).encode("utf-8")
+                e = lines[key] = _Line(v, _line(prefix, v), len(prefix), 0)
+            elif v != e.value or (not v and copysign(1.0, v) != copysign(1.0, e.value)):
+                e.value = v  # (0.0 and -0.0 are equal, but not the same text)
+                e.line = _line(e.line[: e.prefix_len], v)
+            if e.used != used:
+                e.used = used
+                distinct += 1
+            append(e.line)
+        if len(lines) > distinct:  # some series were not in this render: forget them
+            fam.lines = {k: e for k, e in lines.items() if e.used == used}
+        if parts == fam.parts.get(openmetrics):
+            return fam.chunk[openmetrics]
+        fam.parts[openmetrics] = parts
+        chunk = fam.chunk[openmetrics] = b"".join(parts)
+        return chunk
 
 
-def _render_plain(
-    m: Metric,
-    openmetrics: bool,
-    out: list[str],
-    cache: dict[tuple[tuple[str, str], ...], str],
-) -> None:
+def render(families: Iterable[Metric], openmetrics: bool = False) -> bytes:
+    """All ``families`` in one exposition, rendered afresh (no earlier render kept)."""
+    return Renderer().render(families, openmetrics)
+
+
+def _family_key(m: Metric, seen: dict[_FamilyKey, _Family]) -> _FamilyKey:
+    n = 0
+    while (key := (m.name, m.type, m.documentation, m.unit, n)) in seen:
+        n += 1  # the same family twice in one render: each keeps its own state
+    return key
+
+
+def _header(m: Metric, openmetrics: bool) -> bytes:
     mtype = m.type
     if mtype not in _PLAIN_TYPES or m.unit or not _METRIC_NAME.match(m.name):
         raise _NotPlain
@@ -103,18 +197,35 @@ def _render_plain(
         name = m.name + "_total" if mtype == "counter" else m.name
         mtype = "untyped" if mtype == "unknown" else mtype
         help_ = m.documentation.replace("\\", r"\\").replace("\n", r"\n")
-    out.append(f"# HELP {name} {help_}\n# TYPE {name} {mtype}\n")
-    names_ok: set[str] = set()
-    om_only = tuple(m.name + s for s in _TEXT_OM_ONLY)
-    for s in m.samples:
-        if s.timestamp is not None or s.exemplar is not None or s.native_histogram is not None:
+    return f"# HELP {name} {help_}\n# TYPE {name} {mtype}\n".encode()
+
+
+def _check_sample_name(family: str, sname: str, openmetrics: bool) -> None:
+    if not _METRIC_NAME.match(sname) or (openmetrics and ":" in sname):
+        raise _NotPlain
+    if not openmetrics and sname in tuple(family + s for s in _TEXT_OM_ONLY):
+        raise _NotPlain  # the text format moves these to a gauge family of their own
+
+
+def _prefix(sname: str, items: tuple[tuple[str, str], ...]) -> str:
+    """``name{labels} `` with the labels sorted and escaped, as prometheus_client
+    writes them."""
+    if not items:
+        return sname + " "
+    pairs = sorted(items)
+    for k, _ in pairs:
+        if not _LABEL_NAME.match(k):
             raise _NotPlain
-        sname = s.name
-        if sname not in names_ok:
-            if not _METRIC_NAME.match(sname) or (openmetrics and ":" in sname):
-                raise _NotPlain
-            if not openmetrics and sname in om_only:
-                raise _NotPlain  # the text format moves these to a gauge family of their own
-            names_ok.add(sname)
-        labels = _labelstr(tuple(s.labels.items()), cache)
-        out.append(f"{sname}{labels} {_go_float(s.value)}\n")
+    return sname + "{" + ",".join(f'{k}="{_escape_value(v)}"' for k, v in pairs) + "} "
+
+
+def _line(prefix: bytes, value: float) -> bytes:
+    text: str = _go_float(value)
+    return prefix + text.encode("ascii") + b"\n"
+
+
+def _library(m: Metric, openmetrics: bool) -> bytes:
+    """One family as prometheus_client renders it."""
+    if openmetrics:
+        return bytes(_om_latest(_One(m))).removesuffix(OPENMETRICS_EOF)
+    return bytes(_text_latest(_One(m)))

@@ -189,7 +189,10 @@ def test_a_pass_is_rendered_once_per_format(node: Path) -> None:
     assert r is first.metrics(False, False) is ex.serve(None, None, now=101.0)
     gz = ex.serve(PROMETHEUS_ACCEPT, "gzip", now=102.0)
     assert gzip.decompress(gz.body).endswith(b"# EOF\n")
-    # The gzip copy reused the pass's plain OpenMetrics rendering.
+    # The gzip copy keeps no plain OpenMetrics body beside it (memory) ...
+    assert first.rendered == {(False, False), (True, True)}
+    # ... which is the same bytes when a client asks for it.
+    assert first.metrics(True, False).body == gzip.decompress(gz.body)
     assert first.rendered == {(False, False), (True, False), (True, True)}
 
 
