@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, Self, TypeVar
 
 from grafana_foundation_sdk.builders import bargauge, common, stat, table, timeseries
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.builders import prometheus as prom
+from grafana_foundation_sdk.cog import builder as cogbuilder
+from grafana_foundation_sdk.cog import variants as cogvariants
 from grafana_foundation_sdk.models import common as cm
 from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import prometheus as pm
@@ -100,6 +103,48 @@ def link(title: str, url: str) -> db.DashboardLink:
     return db.DashboardLink(title).url(url)
 
 
+class _PanelBuilder(Protocol):
+    """What every panel builder of grafana-foundation-sdk has."""
+
+    def id(self, id_val: int, /) -> Self: ...
+    def title(self, title: str, /) -> Self: ...
+    def description(self, description: str, /) -> Self: ...
+    def datasource(self, datasource: dm.DataSourceRef, /) -> Self: ...
+    def unit(self, unit: str, /) -> Self: ...
+    def span(self, w: int, /) -> Self: ...
+    def height(self, h: int, /) -> Self: ...
+    def with_target(self, target: cogbuilder.Builder[cogvariants.Dataquery], /) -> Self: ...
+
+
+P = TypeVar("P", bound=_PanelBuilder)
+
+
+def _panel(
+    p: P,
+    ids: Ids,
+    title: str,
+    desc: str,
+    unit: str,
+    queries: Sequence[Query],
+    width: int,
+    height: int,
+) -> P:
+    """What every panel has: the next id, title, description, the datasource, an
+    explicit unit, its size, and its queries in order."""
+    p = (
+        p.id(ids())
+        .title(title)
+        .description(desc)
+        .datasource(DS)
+        .unit(unit)
+        .span(width)
+        .height(height)
+    )
+    for query in queries:
+        p = p.with_target(target(query))
+    return p
+
+
 def timeseries_panel(
     ids: Ids,
     title: str,
@@ -119,14 +164,7 @@ def timeseries_panel(
 ) -> timeseries.Panel:
     """A time series; ``lines`` are threshold steps drawn as dashed lines."""
     p = (
-        timeseries.Panel()
-        .id(ids())
-        .title(title)
-        .description(desc)
-        .datasource(DS)
-        .unit(unit)
-        .span(width)
-        .height(height)
+        _panel(timeseries.Panel(), ids, title, desc, unit, queries, width, height)
         .fill_opacity(fill)
         .line_width(1)
         .legend(
@@ -142,8 +180,6 @@ def timeseries_panel(
             .sort(cm.SortOrder.DESCENDING)
         )
     )
-    for query in queries:
-        p = p.with_target(target(query))
     if min_val is not None:
         p = p.min(min_val)
     if max_val is not None:
@@ -177,14 +213,7 @@ def bar_gauge_panel(
 ) -> bargauge.Panel:
     """A horizontal bar gauge per series (instant queries): one gauge per container."""
     p = (
-        bargauge.Panel()
-        .id(ids())
-        .title(title)
-        .description(desc)
-        .datasource(DS)
-        .unit(unit)
-        .span(width)
-        .height(height)
+        _panel(bargauge.Panel(), ids, title, desc, unit, queries, width, height)
         .min(0)
         .orientation(cm.VizOrientation.HORIZONTAL)
         .display_mode(cm.BarGaugeDisplayMode.GRADIENT)
@@ -195,8 +224,6 @@ def bar_gauge_panel(
     )
     if max_val is not None:
         p = p.max(max_val)
-    for query in queries:
-        p = p.with_target(target(query))
     return p
 
 
@@ -215,14 +242,7 @@ def stat_panel(
 ) -> stat.Panel:
     """A stat panel (one big number per series, coloured by thresholds)."""
     p = (
-        stat.Panel()
-        .id(ids())
-        .title(title)
-        .description(desc)
-        .datasource(DS)
-        .unit(unit)
-        .span(width)
-        .height(height)
+        _panel(stat.Panel(), ids, title, desc, unit, queries, width, height)
         .color_mode(cm.BigValueColorMode.BACKGROUND)
         .graph_mode(cm.BigValueGraphMode.NONE)
         .text_mode(cm.BigValueTextMode.VALUE_AND_NAME)
@@ -231,8 +251,6 @@ def stat_panel(
     )
     if mappings:
         p = p.mappings(list(mappings))
-    for query in queries:
-        p = p.with_target(target(query))
     return p
 
 
@@ -246,20 +264,9 @@ def table_panel(
     width: int = 24,
     height: int = 8,
 ) -> table.Panel:
-    p = (
-        table.Panel()
-        .id(ids())
-        .title(title)
-        .description(desc)
-        .datasource(DS)
-        .unit(unit)
-        .span(width)
-        .height(height)
-        .thresholds(thresholds())
+    return _panel(table.Panel(), ids, title, desc, unit, queries, width, height).thresholds(
+        thresholds()
     )
-    for query in queries:
-        p = p.with_target(target(query))
-    return p
 
 
 def value_map(values: dict[str, tuple[str, str]]) -> dm.ValueMap:
