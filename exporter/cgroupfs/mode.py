@@ -80,6 +80,46 @@ def _has_cgroup_pressure(v2_root: str) -> bool:
     return False
 
 
+def _with_cgroup2(
+    mode: CgroupMode,
+    v2_root: str,
+    v1_cpu: str | None,
+    v1_mem: str | None,
+    procfs: str,
+    btf: bool,
+) -> NodeLayout:
+    """A layout with a cgroup2 hierarchy (v2, hybrid): supported when it has PSI."""
+    psi, psi_reason = _psi_available(procfs, v2_root)
+    return NodeLayout(
+        mode=mode,
+        supported=psi,
+        reason="" if psi else psi_reason,
+        v2_root=v2_root,
+        v1_cpu_root=v1_cpu,
+        v1_memory_root=v1_mem,
+        psi=psi,
+        psi_reason=psi_reason,
+        btf=btf,
+    )
+
+
+def _without_cgroup2(
+    mode: CgroupMode, reason: str, v1_cpu: str | None, v1_mem: str | None, btf: bool
+) -> NodeLayout:
+    """A layout with no cgroup2 hierarchy (v1 only, none): never supported."""
+    return NodeLayout(
+        mode=mode,
+        supported=False,
+        reason=reason,
+        v2_root=None,
+        v1_cpu_root=v1_cpu,
+        v1_memory_root=v1_mem,
+        psi=False,
+        psi_reason="no cgroup2 hierarchy",
+        btf=btf,
+    )
+
+
 def detect(sysfs: str = "/sys", procfs: str = "/proc") -> NodeLayout:
     base = os.path.join(sysfs, "fs", "cgroup")
     btf = os.path.exists(os.path.join(sysfs, "kernel", "btf", "vmlinux"))
@@ -87,52 +127,12 @@ def detect(sysfs: str = "/sys", procfs: str = "/proc") -> NodeLayout:
     v1_mem = _first_dir(os.path.join(base, "memory"))
 
     if os.path.exists(os.path.join(base, "cgroup.controllers")):
-        psi, psi_reason = _psi_available(procfs, base)
-        return NodeLayout(
-            mode=CgroupMode.V2,
-            supported=psi,
-            reason="" if psi else psi_reason,
-            v2_root=base,
-            v1_cpu_root=None,
-            v1_memory_root=None,
-            psi=psi,
-            psi_reason=psi_reason,
-            btf=btf,
-        )
+        return _with_cgroup2(CgroupMode.V2, base, None, None, procfs, btf)
     unified = os.path.join(base, "unified")
     if os.path.exists(os.path.join(unified, "cgroup.controllers")):
-        psi, psi_reason = _psi_available(procfs, unified)
-        return NodeLayout(
-            mode=CgroupMode.HYBRID,
-            supported=psi,
-            reason="" if psi else psi_reason,
-            v2_root=unified,
-            v1_cpu_root=v1_cpu,
-            v1_memory_root=v1_mem,
-            psi=psi,
-            psi_reason=psi_reason,
-            btf=btf,
-        )
+        return _with_cgroup2(CgroupMode.HYBRID, unified, v1_cpu, v1_mem, procfs, btf)
     if v1_cpu is not None or v1_mem is not None:
-        return NodeLayout(
-            mode=CgroupMode.V1,
-            supported=False,
-            reason="cgroup v1 only: per-cgroup PSI does not exist without cgroup2",
-            v2_root=None,
-            v1_cpu_root=v1_cpu,
-            v1_memory_root=v1_mem,
-            psi=False,
-            psi_reason="no cgroup2 hierarchy",
-            btf=btf,
-        )
-    return NodeLayout(
-        mode=CgroupMode.NONE,
-        supported=False,
-        reason=f"no cgroup hierarchy found under {base}",
-        v2_root=None,
-        v1_cpu_root=None,
-        v1_memory_root=None,
-        psi=False,
-        psi_reason="no cgroup2 hierarchy",
-        btf=btf,
-    )
+        reason = "cgroup v1 only: per-cgroup PSI does not exist without cgroup2"
+        return _without_cgroup2(CgroupMode.V1, reason, v1_cpu, v1_mem, btf)
+    reason = f"no cgroup hierarchy found under {base}"
+    return _without_cgroup2(CgroupMode.NONE, reason, None, None, btf)
