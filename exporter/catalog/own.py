@@ -1,6 +1,8 @@
 """The exporter's own families: build info, the sampler's passes, the configuration
-files, the Kubernetes pod watch, the HTTP front. Built by ``exporter.exposition``'s
-``status``, ``config``, ``kube`` and ``http`` collectors."""
+files, the Kubernetes pod watch, the HTTP front. Built by the collectors of the same
+names: build info by ``exporter.exposition.node``, the passes and how each part went
+by ``exporter.exposition.status``, the files by ``exporter.exposition.config``, the pod
+watch by ``exporter.exposition.kube``, the HTTP front by ``exporter.exposition.http``."""
 
 from __future__ import annotations
 

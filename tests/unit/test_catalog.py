@@ -11,6 +11,7 @@ with at most the series it counts; docs/metrics.md's tables are the catalog's.
 
 from __future__ import annotations
 
+import ast
 import collections
 import string
 from pathlib import Path
@@ -105,6 +106,41 @@ def test_the_registry_builds_every_collector_of_the_catalog() -> None:
     assert set(registered) == building
     assert {c.name for c in COLLECTORS} == building | extending
     assert list(OPTIONAL_COLLECTORS) == [c.name for c in COLLECTORS if not c.default]
+
+
+def _names_used(path: Path) -> set[str]:
+    """Every name and attribute a module reads (``C.CPU_USAGE_SECONDS``: both)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name):
+            out.add(n.id)
+        elif isinstance(n, ast.Attribute):
+            out.add(n.attr)
+        elif isinstance(n, ast.alias):
+            out.add(n.name)
+    return out
+
+
+def test_a_family_is_built_in_one_module_its_catalog_module_names() -> None:
+    """Two hops from the catalog (issue 25): a family's catalog module says which
+    exposition module builds it, and only that module (the one the registry registers
+    its collector from) uses its entry; that module's docstring names the computation
+    it calls, when it does more than convert units."""
+    exposition = ROOT / "exporter" / "exposition"
+    used = {p.stem: _names_used(p) for p in sorted(exposition.glob("*.py"))}
+    registered = {r.name: r.build.__module__ for r in REGISTRY}
+    for module in MODULES:
+        doc = module.__doc__ or ""
+        for const, fam in vars(module).items():
+            if not isinstance(fam, Family):
+                continue
+            builder = registered[fam.collector]
+            users = {
+                f"exporter.exposition.{stem}" for stem, names in used.items() if const in names
+            }
+            assert users == {builder}, (fam.name, users)
+            assert f"``{builder}``" in doc, (module.__name__, builder)
 
 
 def test_label_values_are_the_ones_the_code_writes() -> None:
