@@ -261,26 +261,38 @@ def workload_use(
 class Overage:
     cgroup_id: int
     identity: Identity
-    bytes: int
-    share: float | None
+    bytes: int  # beyond its request in the latest minute
+    share: float | None  # of the node's total overage
+    growth: int = 0  # how much ``bytes`` grew over the window (never negative)
 
 
 def memory_overages(window: Window, now: float, th: Thresholds) -> list[Overage]:
     """Each tracked container's working set beyond its memory request (all of it when it
-    has no request) in the latest minute, and its share of the node's total overage.
-    The memory-pressure culprit heuristic (docs/findings.md) ranks on this; largest
-    first."""
-    latest = Clock.at(now, th, window).latest
-    rows: list[tuple[int, Identity, int]] = []
+    has no request) in the latest minute, its share of the node's total overage, and how
+    much it grew over the window: the latest minute's overage minus the first window
+    minute's (zero before the container was seen: it grew from nothing), never negative,
+    as ``clamp_min(over_request - over_request offset <window-1>m, 0)``. The
+    memory-pressure culprit heuristic (docs/findings.md#memory-pressure) names the one
+    that grew most; largest growth first (ties: larger overage, then cgroup path)."""
+    clock = Clock.at(now, th, window)
+    rows: list[tuple[int, Identity, int, int]] = []
     for cid, cw in window.containers.items():
-        fs = folds_in(cw, (latest,))
+        fs = folds_in(cw, (clock.latest,))
         if not fs or fs[0].working_set_bytes is None:
             continue
-        ws = fs[0].working_set_bytes
         req = cw.identity.memory_request_bytes
-        over = max(ws - req, 0) if req is not None else ws
-        rows.append((cid, cw.identity, over))
+        over = _beyond(fs[0].working_set_bytes, req)
+        first = folds_in(cw, clock.window[:1])
+        was = first[0].working_set_bytes if first else None
+        then = _beyond(was, req) if was is not None else 0
+        rows.append((cid, cw.identity, over, max(over - then, 0)))
     total = sum(r[2] for r in rows)
-    out = [Overage(cid, ident, b, (b / total) if total > 0 else None) for cid, ident, b in rows]
-    out.sort(key=lambda o: (-(o.share or 0.0), o.identity.cgroup))
+    out = [
+        Overage(cid, ident, b, (b / total) if total > 0 else None, g) for cid, ident, b, g in rows
+    ]
+    out.sort(key=lambda o: (-o.growth, -o.bytes, o.identity.cgroup))
     return out
+
+
+def _beyond(working_set: int, request: int | None) -> int:
+    return max(working_set - request, 0) if request is not None else working_set

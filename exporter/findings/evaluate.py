@@ -20,7 +20,7 @@ from ..probe.blame import (
     blame_shares,
     top_culprits,
 )
-from ..probe.culprit import classify_culprit
+from ..probe.culprit import CulpritKind, classify_culprit
 from ..window.model import ContainerWindow, MinuteFold, NodeFold, Window
 from . import messages, suggest
 from .aggregates import (
@@ -42,6 +42,7 @@ from .model import (
     NAMEABLE_CULPRIT_KINDS,
     REMEDIATION,
     REMEDIATION_CONTENDED_STEAL,
+    REMEDIATION_CONTENDED_UNATTRIBUTED,
     Culprit,
     Finding,
     Kind,
@@ -230,6 +231,8 @@ def _cpu_stall_findings(
         {"culprit_kind": b.culprit_kind, "culprit": b.ref, "share": b.share, "seconds": b.seconds}
         for b in shares[:5]
     ]
+    unattributed = unattributed_share(top)
+    ev["unattributed_share"] = unattributed
     stall = messages.cpu_stall(latest)
     steal = ctx.steal[-1] if ctx.steal_sustained else None
     victim = Victim(cid, cw.identity)
@@ -272,6 +275,8 @@ def _cpu_stall_findings(
         out = [noisy(c, suggest.workload_request(c, th)) for c in _workload_culprits(ctx, top)]
     if out:
         return out
+    # Attribution broken or partial: the culprit test could not see who ran.
+    broken = unattributed if at_least(unattributed, th.blame_share) else None
     return [
         Finding(
             kind=Kind.CPU_CONTENDED,
@@ -281,15 +286,30 @@ def _cpu_stall_findings(
             evidence=ev,
             first_seen=first,
             last_seen=last,
-            message=messages.cpu_contended(cw.identity.name, stall, bool(shares), steal),
-            remediation=(
-                REMEDIATION_CONTENDED_STEAL
-                if steal is not None
-                else REMEDIATION[Kind.CPU_CONTENDED]
+            message=messages.cpu_contended(
+                cw.identity.name, stall, bool(shares), steal, broken, th.window_minutes
             ),
+            remediation=_contended_remediation(steal, broken),
             suggestion=ctx.node_short(),
         )
     ]
+
+
+def unattributed_share(top: TopCulprits) -> float | None:
+    """The share of the victim's wait the probe could not attribute (``unknown``:
+    unresolved cgroup ids and unattributed wait) among its exported top culprits, as
+    ``sum(contention_blame_share{culprit_kind="unknown"})``; None without blame."""
+    if not top.containers:
+        return None
+    return sum(b.share for b in top.containers if b.culprit.kind is CulpritKind.UNKNOWN)
+
+
+def _contended_remediation(steal: float | None, broken: float | None) -> str:
+    if steal is not None:
+        return REMEDIATION_CONTENDED_STEAL
+    if broken is not None:
+        return REMEDIATION_CONTENDED_UNATTRIBUTED
+    return REMEDIATION[Kind.CPU_CONTENDED]
 
 
 def _workload_culprits(ctx: _Context, top: TopCulprits) -> list[Culprit]:
@@ -457,7 +477,9 @@ def _memory_pressure(
     overages = ctx.overages()
     culprit = None
     ccw = None
-    top = overages[0] if overages else None
+    # The container that grew most beyond its request over the window, if it holds at
+    # least memCulpritShare of the node's overage (docs/findings.md#memory-pressure).
+    top = overages[0] if overages and overages[0].growth > 0 else None
     if top is not None and at_least(top.share, th.mem_culprit_share):
         assert top.share is not None
         ccw = window.containers.get(top.cgroup_id)
@@ -476,7 +498,8 @@ def _memory_pressure(
         )
     ev = dict(ev)
     ev["memory_overage_top"] = [
-        {"culprit": o.identity.name, "bytes": o.bytes, "share": o.share} for o in overages[:3]
+        {"culprit": o.identity.name, "bytes": o.bytes, "share": o.share, "growth_bytes": o.growth}
+        for o in overages[:3]
     ]
     return Finding(
         kind=Kind.MEMORY_PRESSURE,
@@ -486,7 +509,7 @@ def _memory_pressure(
         evidence=ev,
         first_seen=first,
         last_seen=float(clock.latest + 60),
-        message=messages.memory_pressure(cw.identity, ev, culprit),
+        message=messages.memory_pressure(cw.identity, ev, culprit, th),
         remediation=REMEDIATION[Kind.MEMORY_PRESSURE],
         suggestion=suggest.memory_request(culprit.identity if culprit else None, ccw, clock, th),
     )

@@ -77,13 +77,30 @@ def _slowed_note(usage: float | None, request: float | None, it: str = "it") -> 
     return f" (beyond {it} up to an earlier minute of the stall: it has slowed down or stopped)"
 
 
-def cpu_contended(victim: str, stall: str, have_blame: bool, steal: float | None = None) -> str:
+def cpu_contended(
+    victim: str,
+    stall: str,
+    have_blame: bool,
+    steal: float | None = None,
+    unattributed: float | None = None,
+    window_minutes: int = 5,
+) -> str:
+    """``unattributed``: the share of its wait the probe could not attribute, when it is
+    at least blameShare (a culprit could be hidden in it)."""
     if steal is not None:  # the missing CPU went to other guests: not oversubscribed
         why = (
             f"the hypervisor took {pct(steal)} of the node's CPU time (steal) in the latest "
             "minute: the CPU it misses went to other guests on the host, not to this node's "
             "workloads"
             + ("" if have_blame else " (no scheduler probe data, so no culprit can be named)")
+        )
+    elif unattributed is not None:
+        why = (
+            f"{pct(unattributed)} of its run-queue wait over "
+            f"{window_minutes}m could not be attributed (unknown): the "
+            "scheduler probe's attribution is broken or partial on this node, so a "
+            "neighbour may be hidden in it; this is not evidence that the node is "
+            "oversubscribed"
         )
     elif have_blame:
         why = "no single neighbour passes the culprit test: the node is oversubscribed"
@@ -102,13 +119,24 @@ def cpu_steal(steal: float, victims: list[str], th: Thresholds) -> str:
     )
 
 
-def memory_pressure(victim: Identity, ev: dict[str, Any], culprit: Culprit | None) -> str:
-    who = (
-        f"heuristic culprit: {culprit.ref}, {pct(culprit.blame_share)} of the node's memory "
-        "beyond requests"
-        if culprit
-        else "no single container dominates the node's memory beyond requests"
-    )
+def memory_pressure(
+    victim: Identity, ev: dict[str, Any], culprit: Culprit | None, th: Thresholds
+) -> str:
+    """``ev["memory_overage_top"]``: the node's containers by growth beyond their
+    request over the window, the culprit first when one is named."""
+    w = th.window_minutes
+    if culprit is not None:
+        grew = ev["memory_overage_top"][0]["growth_bytes"] / 2**20
+        who = (
+            f"heuristic culprit: {culprit.ref}, which grew most beyond its memory request "
+            f"over {w}m ({grew:.0f} MiB) and holds {pct(culprit.blame_share)} of the "
+            "node's memory beyond requests"
+        )
+    else:
+        who = (
+            f"no container that grew beyond its memory request over {w}m holds "
+            f"{pct(th.mem_culprit_share)} of the node's memory beyond requests"
+        )
     return (
         f"{victim.name} is stalled on memory (some "
         f"{pct(ev['memory_pressure_some'][-1])}, {ev['refaults_per_minute'][-1]:.0f} "

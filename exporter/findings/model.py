@@ -73,6 +73,14 @@ REMEDIATION = {
         "a larger or dedicated instance type; more pods or limits on this node will not help"
     ),
 }
+# cpu-contended while at least blameShare of the victim's wait is unknown: the probe's
+# attribution is broken or partial, so no culprit test could be made; not evidence
+# that the node is oversubscribed (docs/findings.md#cpu-contended).
+REMEDIATION_CONTENDED_UNATTRIBUTED = (
+    "the scheduler probe could not attribute most of the victim's wait: check its "
+    "attribution on this node (docs/runbook.md) before adding capacity or spreading "
+    "the workload"
+)
 # cpu-contended while the node loses CPU to steal: not an oversubscribed node.
 REMEDIATION_CONTENDED_STEAL = (
     "the hypervisor is taking the node's CPU (see the cpu-steal finding): move the node to "

@@ -173,7 +173,10 @@ def memory_request(
     set, ``ceil(working_set / 1048576)`` MiB."""
     w = th.window_minutes
     if culprit is None:
-        why = "no single container dominates the node's memory beyond requests"
+        why = (
+            "no container that grew beyond its memory request over the window holds "
+            "memCulpritShare of the node's memory beyond requests"
+        )
         return _none(Kind.MEMORY_PRESSURE, w, {}, why)
     name = mem_culprit_name(culprit)
     latest = _latest(ccw, clock)

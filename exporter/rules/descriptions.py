@@ -5,8 +5,23 @@ from __future__ import annotations
 
 from ..findings.model import CULPRIT_WORKLOAD, Kind
 from ..findings.thresholds import Thresholds
-from .records import R_MEM_SOME, R_NODE_MEM_SOME, R_P99, R_PSI_SOME, R_STEAL, R_STEAL_SUSTAINED
-from .templates import MEM_CULPRIT_T, VICTIM_T, node_query_t, node_with_t, victim_query_t
+from .records import (
+    R_MEM_SOME,
+    R_NODE_MEM_SOME,
+    R_P99,
+    R_PSI_SOME,
+    R_STEAL,
+    R_STEAL_SUSTAINED,
+    R_UNATTRIBUTED,
+)
+from .templates import (
+    MEM_CULPRIT_T,
+    VICTIM_T,
+    node_query_t,
+    node_with_t,
+    victim_query_t,
+    victim_with_t,
+)
 
 
 def descriptions(th: Thresholds) -> dict[Kind, str]:
@@ -49,17 +64,28 @@ def descriptions(th: Thresholds) -> dict[Kind, str]:
                 f"the hypervisor took {steal} of the node's CPU time (steal) in the latest "
                 "minute, so the CPU it misses went to other guests on the host, not to an "
                 "oversubscribed node (see ContentionCPUSteal).",
-                "the node is oversubscribed.",
+                victim_with_t(
+                    th,
+                    R_UNATTRIBUTED,
+                    "{{ . | first | value | humanizePercentage }} of its run-queue wait over "
+                    f"the last {w}m could not be attributed (culprit_kind unknown): the "
+                    "scheduler probe's attribution is broken or partial on this node, so a "
+                    "neighbour may be hidden in it. This is not evidence that the node is "
+                    "oversubscribed (see the runbook).",
+                    "the node is oversubscribed.",
+                ),
             )
         ),
         Kind.MEMORY_PRESSURE: (
             f"{VICTIM_T} is stalled on memory (memory pressure some {mem} in the latest "
             f"minute) while the node is under memory pressure ({node_mem}). "
             "{{ if or $labels.culprit_pod $labels.culprit_cgroup }}Heuristic culprit: "
-            f"{MEM_CULPRIT_T}, "
-            "{{ $value | humanizePercentage }} of the node's memory beyond requests."
-            "{{ else }}No single container dominates the node's memory beyond requests."
-            "{{ end }}"
+            f"{MEM_CULPRIT_T}, the container that grew most beyond its memory request over "
+            f"the last {w}m, holding {{{{ $value | humanizePercentage }}}} of the node's memory "
+            "beyond requests."
+            "{{ else }}No container that grew beyond its memory request over the last "
+            f"{w}m holds {th.mem_culprit_share * 100:g}% of the node's memory beyond "
+            "requests.{{ end }}"
         ),
         Kind.MEMORY_LIMIT_THRASH: (
             f"{VICTIM_T} is stalled on memory (memory pressure some {mem} in the latest "

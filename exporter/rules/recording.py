@@ -35,7 +35,7 @@ from typing import Any
 
 from .. import promql as pq
 from ..findings.beyond_request import earlier_boundaries
-from ..findings.model import NAMEABLE_CULPRIT_KINDS
+from ..findings.model import CULPRIT_UNKNOWN, NAMEABLE_CULPRIT_KINDS
 from ..findings.remediation import MIB, MILLI, PAGE_BYTES, ROUNDING_SLACK
 from ..findings.thresholds import Thresholds
 from ..identity import IDENTITY_LABELS
@@ -65,6 +65,7 @@ from .records import (
     R_NODE_MEM_1M,
     R_NODE_MEM_SOME,
     R_OVERAGE,
+    R_OVERAGE_GROWTH,
     R_OVERAGE_SHARE,
     R_P99,
     R_PSI_FULL,
@@ -78,6 +79,7 @@ from .records import (
     R_STEAL_SUSTAINED,
     R_THROTTLE,
     R_THROTTLE_S,
+    R_UNATTRIBUTED,
     R_USAGE,
     R_USAGE_OVER_REQ,
     R_WATCHED,
@@ -134,7 +136,14 @@ def signal_rules(terms: RuleTerms) -> list[Rule]:
     cgroup_on = _victim_on(terms)
     usage = R_USAGE.format(w=w)
     ws, mem_req = terms.select(pq.WORKING_SET), terms.select(pq.MEM_REQUEST)
-    top_share = f"topk {terms.by()} (1, {R_OVERAGE_SHARE}) >= {num(terms.th.mem_culprit_share)}"
+    growth = R_OVERAGE_GROWTH.format(w=w)
+    # The container that grew most beyond its request, if it holds memCulpritShare of
+    # the node's overage (exporter.findings.aggregates.memory_overages).
+    top_share = (
+        f"({R_OVERAGE_SHARE} >= {num(terms.th.mem_culprit_share)})\n  and {cgroup_on}\n"
+        f"  topk {terms.by()} (1, {growth} > 0)"
+    )
+    then = f"{ws} offset {terms.th.window_minutes - 1}m"
     return [
         _record(R_PSI_SOME, terms.psi_some()),
         _record(R_PSI_FULL, terms.psi_full()),
@@ -164,6 +173,14 @@ def signal_rules(terms: RuleTerms) -> list[Rule]:
         _record(
             R_OVERAGE_SHARE,
             f"{R_OVERAGE} / {terms.on()} group_left() sum {terms.by()} ({R_OVERAGE})",
+        ),
+        # ... minus the first window minute's (none then: all of it is growth)
+        _record(
+            growth,
+            f"clamp_min(\n  {R_OVERAGE}\n  - (\n"
+            f"    clamp_min({then} - {cgroup_on} group_left() {mem_req}, 0)\n"
+            f"    or\n    ({then} unless {cgroup_on} {mem_req})\n  ),\n  0\n)"
+            f"\nor\n{R_OVERAGE}",
         ),
         _record(
             R_MEM_CULPRIT,
@@ -211,6 +228,7 @@ def cpu_decision_rules(terms: RuleTerms) -> list[Rule]:
     w = terms.window
     cgroup_on = _victim_on(terms)
     nameable = f'culprit_kind=~"{"|".join(NAMEABLE_CULPRIT_KINDS)}"'
+    unknown = f'culprit_kind="{CULPRIT_UNKNOWN}"'
     request = terms.select(pq.CPU_REQUEST)
     within_request = f"{_running_usage(terms)} <= {cgroup_on} group_left() {request}"
     entitled = _unless_above_earlier(
@@ -240,6 +258,11 @@ def cpu_decision_rules(terms: RuleTerms) -> list[Rule]:
             f"{with_culprit_labels(terms.select(pq.USAGE))}\n"
             # a culprit at or below its own request is entitled to the CPU
             f"unless {terms.on(*CULPRIT_IDENTITY)}\n" + with_culprit_labels(R_ENTITLED.format(w=w)),
+        ),
+        _record(
+            R_UNATTRIBUTED,
+            f"sum {terms.by(*IDENTITY_LABELS)} (\n  {terms.select(pq.BLAME_SHARE, unknown)}\n)"
+            f" >= {num(th.blame_share)}",
         ),
     ]
 

@@ -24,6 +24,8 @@ R_NODE_MEM_SOME = "node:contention_node_memory_pressure_waiting_seconds:rate1m"
 R_STEAL = "node:contention_node_cpu_steal_seconds_per_cpu_cores:ratio_rate1m"
 R_OVERAGE = "cgroup:contention_memory_working_set_bytes:over_request"
 R_OVERAGE_SHARE = "cgroup:contention_memory_overage_per_node_overage:ratio"
+# How much the overage grew over the window (the memory culprit is who grew most).
+R_OVERAGE_GROWTH = "cgroup:contention_memory_working_set_bytes:over_request_delta{w}"
 R_MEM_CULPRIT = "node:contention_memory_overage_per_node_overage:top1"
 R_WATCHED = "cgroup:contention_sampled_seconds:watched_sustain"
 # Per-minute flags (value 1 when the minute just ended qualifies), recorded once and
@@ -46,6 +48,9 @@ R_CPU_BOTH = "cgroup:contention_cpu_stall_both_signals:rate1m"
 R_WITHIN_REQ = "cgroup:contention_cpu_usage_per_sampled_seconds:within_request_rate{w}"
 R_ENTITLED = "cgroup:contention_cpu_usage_per_sampled_seconds:entitled_rate{w}"
 R_BLAME_CULPRIT = "cgroup:contention_blame_share:culprit"
+# The victim's wait the probe could not attribute (its culprit_kind="unknown" shares,
+# summed), where at least blameShare: attribution broken or partial (docs/findings.md).
+R_UNATTRIBUTED = "cgroup:contention_blame_share:unattributed"
 R_WORKLOAD_CULPRIT = "cgroup:contention_workload_blame_share:culprit"
 # A workload's running containers: summed usage and summed requests (docs/findings.md).
 R_WL_USAGE = "workload:contention_cpu_usage_per_sampled_seconds:sum_ratio_rate{w}"

@@ -198,7 +198,7 @@ def alert_annotations(  # noqa: C901 - one description per finding kind
             "minute, so the CPU it misses went to other guests on the host, not to an "
             "oversubscribed node (see ContentionCPUSteal)."
             if steal_on
-            else "the node is oversubscribed."
+            else _contended_why(f, th)
         )
     elif k is Kind.MEMORY_PRESSURE:
         if f.culprit is not None:
@@ -209,12 +209,16 @@ def alert_annotations(  # noqa: C901 - one description per finding kind
                 "cgroup": labels.get("culprit_cgroup", ""),
             }
             who = (
-                f"Heuristic culprit: {_victim_t(cl)}, "
+                f"Heuristic culprit: {_victim_t(cl)}, the container that grew most beyond "
+                f"its memory request over the last {w}m, holding "
                 f"{humanize_percentage(f.culprit.blame_share)} of the node's memory beyond "
                 "requests."
             )
         else:
-            who = "No single container dominates the node's memory beyond requests."
+            who = (
+                f"No container that grew beyond its memory request over the last {w}m "
+                f"holds {th.mem_culprit_share * 100:g}% of the node's memory beyond requests."
+            )
         desc = (
             f"{victim} is stalled on memory (memory pressure some {q_rate('mem_some_s')} in "
             f"the latest minute) while the node is under memory pressure ({node_mem()}). {who}"
@@ -226,6 +230,21 @@ def alert_annotations(  # noqa: C901 - one description per finding kind
             "rising); the node is not under memory pressure beyond its own stall."
         )
     return _annotations(f, th, desc)
+
+
+def _contended_why(f: Finding, th: Thresholds) -> str:
+    """cpu-contended's reason: attribution broken (its unknown share at or above
+    blameShare: the rules' cgroup:contention_blame_share:unattributed) or not."""
+    share = f.evidence.get("unattributed_share")
+    if share is None or share < th.blame_share:
+        return "the node is oversubscribed."
+    return (
+        f"{humanize_percentage(share)} of its run-queue wait over the last "
+        f"{th.window_minutes}m could not be attributed (culprit_kind unknown): the "
+        "scheduler probe's attribution is broken or partial on this node, so a neighbour "
+        "may be hidden in it. This is not evidence that the node is oversubscribed (see "
+        "the runbook)."
+    )
 
 
 def _annotations(f: Finding, th: Thresholds, desc: str) -> dict[str, str]:
