@@ -52,7 +52,7 @@ COLLECTORS: tuple[Collector, ...] = (
         "io_pressure",
         False,
         "IO pressure",
-        flag_help="contention_io_pressure_{waiting,stalled}_seconds_total (cAdvisor with "
+        flag_help="contention_pressure_io_{waiting,stalled}_seconds_total (cAdvisor with "
         "PSI: container_pressure_io_*)",
         elsewhere="cAdvisor with PSI (`container_pressure_io_*`)",
     ),

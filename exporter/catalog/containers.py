@@ -137,7 +137,7 @@ CPU_CFS_THROTTLED_SECONDS = Family(
     source="`cpu.stat` `throttled_usec`; v1 `throttled_time` (ns)",
 )
 CPU_PRESSURE_WAITING_SECONDS = Family(
-    "contention_cpu_pressure_waiting_seconds_total",
+    "contention_pressure_cpu_waiting_seconds_total",
     COUNTER,
     SECONDS,
     some_help("Cgroup", "CPU"),
@@ -147,7 +147,7 @@ CPU_PRESSURE_WAITING_SECONDS = Family(
     source="`cpu.pressure`",
 )
 CPU_PRESSURE_STALLED_SECONDS = Family(
-    "contention_cpu_pressure_stalled_seconds_total",
+    "contention_pressure_cpu_stalled_seconds_total",
     COUNTER,
     SECONDS,
     full_help("Cgroup", "CPU"),
@@ -187,7 +187,7 @@ MEMORY_ENTITLEMENT_BYTES = Family(
     doc="limit, else request, else node memory",
 )
 MEMORY_PRESSURE_WAITING_SECONDS = Family(
-    "contention_memory_pressure_waiting_seconds_total",
+    "contention_pressure_memory_waiting_seconds_total",
     COUNTER,
     SECONDS,
     some_help("Cgroup", "memory"),
@@ -197,7 +197,7 @@ MEMORY_PRESSURE_WAITING_SECONDS = Family(
     source="`memory.pressure`",
 )
 MEMORY_PRESSURE_STALLED_SECONDS = Family(
-    "contention_memory_pressure_stalled_seconds_total",
+    "contention_pressure_memory_stalled_seconds_total",
     COUNTER,
     SECONDS,
     full_help("Cgroup", "memory"),
@@ -295,7 +295,7 @@ MEMORY_MAJOR_FAULTS = Family(
     source="`memory.stat` `pgmajfault`",
 )
 IO_PRESSURE_WAITING_SECONDS = Family(
-    "contention_io_pressure_waiting_seconds_total",
+    "contention_pressure_io_waiting_seconds_total",
     COUNTER,
     SECONDS,
     some_help("Cgroup", "IO"),
@@ -305,7 +305,7 @@ IO_PRESSURE_WAITING_SECONDS = Family(
     source="`io.pressure`",
 )
 IO_PRESSURE_STALLED_SECONDS = Family(
-    "contention_io_pressure_stalled_seconds_total",
+    "contention_pressure_io_stalled_seconds_total",
     COUNTER,
     SECONDS,
     full_help("Cgroup", "IO"),

@@ -103,7 +103,7 @@ def _psi(resource: str, full: bool) -> Family:
     """Node-wide PSI of ``resource`` (cpu, memory, io): *some*, or *full*."""
     word, text = ("stalled", full_help) if full else ("waiting", some_help)
     return Family(
-        f"contention_node_{resource}_pressure_{word}_seconds_total",
+        f"contention_node_pressure_{resource}_{word}_seconds_total",
         COUNTER,
         SECONDS,
         text("Node-wide", resource),

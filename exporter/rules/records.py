@@ -8,19 +8,27 @@ expressions are in ``recording``.
 
 from __future__ import annotations
 
+from .. import promql as pq
+
+
+def _counter(family: str) -> str:
+    """A counter's name without ``_total``: what a record of its rate is named after."""
+    return family.removesuffix("_total")
+
+
 # Signals, for dashboards and descriptions:
-R_PSI_SOME = "cgroup:contention_cpu_pressure_waiting_seconds:rate1m"
-R_PSI_FULL = "cgroup:contention_cpu_pressure_stalled_seconds:rate1m"
+R_PSI_SOME = f"cgroup:{_counter(pq.CPU_SOME)}:rate1m"
+R_PSI_FULL = f"cgroup:{_counter(pq.CPU_FULL)}:rate1m"
 R_THROTTLE = "cgroup:contention_cpu_cfs_throttled_periods:ratio_rate{w}"
 R_THROTTLE_S = "cgroup:contention_cpu_cfs_throttled_seconds:rate{w}"
 R_P99 = "cgroup:contention_runqueue_latency_seconds:p99_rate1m"
 R_RUNQ_EVENTS = "cgroup:contention_runqueue_latency_seconds_count:rate1m"
 R_USAGE = "cgroup:contention_cpu_usage_per_sampled_seconds:ratio_rate{w}"
 R_USAGE_OVER_REQ = "cgroup:contention_cpu_usage_per_request_cores:ratio_rate{w}"
-R_MEM_SOME = "cgroup:contention_memory_pressure_waiting_seconds:rate1m"
-R_MEM_FULL = "cgroup:contention_memory_pressure_stalled_seconds:rate1m"
+R_MEM_SOME = f"cgroup:{_counter(pq.MEM_SOME)}:rate1m"
+R_MEM_FULL = f"cgroup:{_counter(pq.MEM_FULL)}:rate1m"
 R_REFAULTS = "cgroup:contention_memory_workingset_refaults:rate1m"
-R_NODE_MEM_SOME = "node:contention_node_memory_pressure_waiting_seconds:rate1m"
+R_NODE_MEM_SOME = f"node:{_counter(pq.NODE_MEM_SOME)}:rate1m"
 R_STEAL = "node:contention_node_cpu_steal_seconds_per_cpu_cores:ratio_rate1m"
 R_OVERAGE = "cgroup:contention_memory_working_set_bytes:over_request"
 R_OVERAGE_SHARE = "cgroup:contention_memory_overage_per_node_overage:ratio"
@@ -36,7 +44,7 @@ R_CPU_STALLED_1M = "cgroup:contention_cpu_stalled:rate1m"
 R_MEM_STALLED_1M = "cgroup:contention_memory_stalled:rate1m"
 R_LIMIT_HITS_1M = "cgroup:contention_memory_limit_hits:rate1m"
 # Per victim: node memory pressure beyond the victim's own stall (docs/findings.md).
-R_NODE_MEM_1M = "cgroup:contention_node_memory_pressure_beyond_self:rate1m"
+R_NODE_MEM_1M = "cgroup:contention_node_pressure_memory_beyond_self:rate1m"
 R_STEAL_1M = "node:contention_node_cpu_steal:rate1m"
 # Decisions (value 1):
 R_CPU_STALLED = "cgroup:contention_cpu_stalled:sustained"

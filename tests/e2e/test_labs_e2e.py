@@ -35,6 +35,7 @@ from typing import Any
 
 import pytest
 
+from exporter import promql as pq
 from exporter.cgroupfs.discovery import CgroupKind
 from exporter.findings.thresholds import Thresholds
 from exporter.identity import Identity
@@ -215,8 +216,8 @@ def _prom_numbers(e2e: E2E, lab: Lab) -> dict[str, Any]:
         sel = f'namespace="{LAB_NAMESPACE}",pod="{lab.pod(b.role)}",job="node"'
         q = {
             "usage_cores_1m": f"rate(contention_cpu_usage_seconds_total{{{sel}}}[1m])",
-            "psi_some_1m": f"rate(contention_cpu_pressure_waiting_seconds_total{{{sel}}}[1m])",
-            "psi_full_1m": f"rate(contention_cpu_pressure_stalled_seconds_total{{{sel}}}[1m])",
+            "psi_some_1m": f"rate({pq.CPU_SOME}{{{sel}}}[1m])",
+            "psi_full_1m": f"rate({pq.CPU_FULL}{{{sel}}}[1m])",
             "throttled_ratio_window": (
                 f"rate(contention_cpu_cfs_throttled_periods_total{{{sel}}}[{w}])"
                 f" / rate(contention_cpu_cfs_periods_total{{{sel}}}[{w}])"
@@ -239,7 +240,7 @@ def _prom_numbers(e2e: E2E, lab: Lab) -> dict[str, Any]:
             (container_of(r["metric"], "culprit_") or r["metric"].get("culprit", "?")): round(
                 float(r["value"][1]), 3
             )
-            for r in e2e.chain.query(f"max_over_time(contention_blame_share{{{sel}}}[30s])")
+            for r in e2e.chain.query(f"max_over_time({pq.BLAME_SHARE}{{{sel}}}[30s])")
         }
         out[b.role] = vals
     return out

@@ -28,7 +28,7 @@ USAGE = "contention_cpu_usage_seconds_total"
 PERIODS = "contention_cpu_cfs_periods_total"
 THROTTLED = "contention_cpu_cfs_throttled_periods_total"
 THROTTLED_S = "contention_cpu_cfs_throttled_seconds_total"
-WAITING = "contention_cpu_pressure_waiting_seconds_total"
+WAITING = "contention_pressure_cpu_waiting_seconds_total"
 # The CPU limit: the entitlement whose basis is the limit (the limit gauge itself is
 # optional: --collector.cpu_spec).
 ENTITLEMENT = "contention_cpu_entitlement_cores"

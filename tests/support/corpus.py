@@ -306,10 +306,10 @@ class Scenario:
                 ("periods", "contention_cpu_cfs_periods_total"),
                 ("throttled_periods", "contention_cpu_cfs_throttled_periods_total"),
                 ("throttled_s", "contention_cpu_cfs_throttled_seconds_total"),
-                ("cpu_some_s", "contention_cpu_pressure_waiting_seconds_total"),
-                ("cpu_full_s", "contention_cpu_pressure_stalled_seconds_total"),
-                ("mem_some_s", "contention_memory_pressure_waiting_seconds_total"),
-                ("mem_full_s", "contention_memory_pressure_stalled_seconds_total"),
+                ("cpu_some_s", "contention_pressure_cpu_waiting_seconds_total"),
+                ("cpu_full_s", "contention_pressure_cpu_stalled_seconds_total"),
+                ("mem_some_s", "contention_pressure_memory_waiting_seconds_total"),
+                ("mem_full_s", "contention_pressure_memory_stalled_seconds_total"),
             ):
                 if key in pm:
                     counter(metric, lab, pm[key])
@@ -382,7 +382,7 @@ class Scenario:
         node_lab = "{" + ",".join(f'{k}="{v}"' for k, v in target_pairs) + "}"
         if "mem_some_s" in self.node:
             counter(
-                "contention_node_memory_pressure_waiting_seconds_total",
+                "contention_node_pressure_memory_waiting_seconds_total",
                 node_lab,
                 self.node["mem_some_s"],
             )

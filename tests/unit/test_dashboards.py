@@ -238,7 +238,7 @@ def test_queries_use_only_exported_metrics_or_recording_rules(th: Thresholds) ->
         "contention_cpu_entitlement_cores",
         "contention_memory_entitlement_bytes",
         "contention_cpu_cfs_throttled_periods_total",
-        "contention_cpu_pressure_stalled_seconds_total",
+        "contention_pressure_cpu_stalled_seconds_total",
         "contention_memory_workingset_refaults_total",
         "contention_memory_events_total",
         "contention_runqueue_latency_seconds_bucket",

@@ -210,7 +210,7 @@ def test_series_carry_the_names_or_the_path_never_both_never_empty() -> None:
     for family in (
         "contention_cpu_limit_cores",
         "contention_memory_usage_bytes",
-        "contention_io_pressure",
+        "contention_pressure_io_",
     ):
         assert family not in default, family
     assert 'event="oom_kill"' not in default and 'event="max"' in default

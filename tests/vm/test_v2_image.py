@@ -337,7 +337,7 @@ def test_image_under_the_daemonsets_privileges(image: Image, make_lab: MakeLab) 
         facts = _proc_facts(c.pid)
     loaded = probe_loaded(s)
     usage = mine(s, "contention_cpu_usage_seconds_total")
-    stall = mine(s, "contention_cpu_pressure_waiting_seconds_total")
+    stall = mine(s, "contention_pressure_cpu_waiting_seconds_total")
     mem = mine(s, "contention_memory_working_set_bytes")  # on by default
     _record(
         image,

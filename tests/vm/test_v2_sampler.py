@@ -215,8 +215,8 @@ def test_cpu_max_throttling(scene: Scene) -> None:
     periods = _delta(s0, s1, "contention_cpu_cfs_periods_total", cgroup=lab.path)
     throttled = _delta(s0, s1, "contention_cpu_cfs_throttled_periods_total", cgroup=lab.path)
     throttled_s = _delta(s0, s1, "contention_cpu_cfs_throttled_seconds_total", cgroup=lab.path)
-    some = _delta(s0, s1, "contention_cpu_pressure_waiting_seconds_total", cgroup=lab.path)
-    full = _delta(s0, s1, "contention_cpu_pressure_stalled_seconds_total", cgroup=lab.path)
+    some = _delta(s0, s1, "contention_pressure_cpu_waiting_seconds_total", cgroup=lab.path)
+    full = _delta(s0, s1, "contention_pressure_cpu_stalled_seconds_total", cgroup=lab.path)
     summary = (
         f"over {elapsed:.1f}s: {cores * 1000:.0f}m, throttled in {throttled:.0f} of "
         f"{periods:.0f} periods ({throttled / max(periods, 1):.0%}), throttled "
@@ -268,4 +268,4 @@ def test_memory_files_under_a_limit(scene: Scene) -> None:
     assert ws is not None and ws <= usage
     assert refaults > 0, f"no refaults: {summary}"
     assert high + hits_max > 0, f"memory.events did not move: {summary}"
-    assert s1.value("contention_memory_pressure_waiting_seconds_total", cgroup=p) is not None
+    assert s1.value("contention_pressure_memory_waiting_seconds_total", cgroup=p) is not None

@@ -11,20 +11,21 @@ from ..layout import Context, Row
 from ..panels import ORANGE, Query, timeseries_panel
 from ..selectors import RATE
 
-# PSI's two lines: the node's ``waiting`` counter is 'some', ``stalled`` is 'full'.
-PSI_KINDS = (("waiting", "some"), ("stalled", "full"))
+# PSI's two lines, in the order of ``pq.NODE_PSI``: the ``waiting`` counter is 'some',
+# ``stalled`` is 'full'.
+PSI_KINDS = ("some", "full")
 
 
 def cpu_and_io_pressure(context: Context) -> timeseries.Panel:
     node, legend = context.selectors.node, context.selectors.node_legend
     queries = [
         Query(
-            rate(f"contention_node_{resource}_pressure_{kind}_seconds_total", RATE, node),
+            rate(metric, RATE, node),
             f"{legend} {resource} {label}",
             ref=f"{resource}_{label}",
         )
         for resource in ("cpu", "io")
-        for kind, label in PSI_KINDS
+        for metric, label in zip(pq.NODE_PSI[resource], PSI_KINDS, strict=True)
     ]
     return timeseries_panel(
         context.ids,
@@ -43,10 +44,7 @@ def cpu_and_io_pressure(context: Context) -> timeseries.Panel:
 def memory_pressure(context: Context) -> timeseries.Panel:
     th = context.th
     node, legend = context.selectors.node, context.selectors.node_legend
-    metrics = (
-        (pq.NODE_MEM_SOME, "some"),
-        ("contention_node_memory_pressure_stalled_seconds_total", "full"),
-    )
+    metrics = zip(pq.NODE_PSI["memory"], PSI_KINDS, strict=True)
     return timeseries_panel(
         context.ids,
         "Node memory pressure",
