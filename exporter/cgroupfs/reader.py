@@ -26,12 +26,25 @@ _GONE = (errno.ENOENT, errno.ENODEV, errno.ESRCH)
 _T = TypeVar("_T")
 
 
-class _Files:
-    """Reads the files of one cgroup read, counting what was there and what was not."""
+# What a cgroup's files said at their last read: directory -> file name -> (text, the
+# parser's result for it).
+_Parsed = dict[str, dict[str, tuple[str, object]]]
 
-    def __init__(self) -> None:
+
+class _Files:
+    """Reads the files of one cgroup read, counting what was there and what was not.
+
+    A file whose text is the same as at its last read (this pass or the last) is not
+    parsed again: a parser is a pure function of the text and the file's path, so its
+    result is the same, and it is shared (parsed records are never changed after
+    parsing). Most of a node's cgroup files (limits, weights, events, the PSI of idle
+    cgroups, every file of a sandbox) do not change between passes."""
+
+    def __init__(self, parsed: _Parsed, last: _Parsed) -> None:
         self.read_count = 0
         self.missing: list[str] = []
+        self._parsed = parsed
+        self._last = last
 
     def text(self, directory: str, name: str) -> str | None:
         return self._text(directory + "/" + name, name)
@@ -56,7 +69,18 @@ class _Files:
         text = self._text(fp, name)
         if text is None:
             return None
-        return parser(text, fp)
+        kept = self._parsed.get(directory)
+        if kept is None:
+            kept = self._parsed[directory] = {}
+        hit = kept.get(name)
+        if hit is None:
+            hit = self._last.get(directory, {}).get(name)
+        if hit is not None and hit[0] == text:
+            value: _T = hit[1]  # type: ignore[assignment]  # what `parser` made of it
+        else:
+            value = parser(text, fp)
+        kept[name] = (text, value)
+        return value
 
 
 @dataclass(slots=True)
@@ -87,6 +111,14 @@ class CgroupReader:
         self.facts = facts
         self.v2_root = facts.v2_root
         self.hybrid = facts.mode is CgroupMode.HYBRID
+        # This pass's parsed files and the last pass's (begin_pass): what is kept is
+        # what the cgroups read in two passes hold, however many come and go.
+        self._parsed: _Parsed = {}
+        self._parsed_last: _Parsed = {}
+
+    def begin_pass(self) -> None:
+        """A new pass: files not read since the last one are forgotten after it."""
+        self._parsed_last, self._parsed = self._parsed, {}
 
     def read(self, path: str) -> CgroupReading:
         """Read one cgroup (``path`` relative to the cgroup2 root, starting with ``/``).
@@ -96,7 +128,7 @@ class CgroupReader:
         :class:`~exporter.cgroupfs.errors.CgroupParseError` for a malformed file.
         """
         base = _join(self.v2_root, path)
-        files = _Files()
+        files = _Files(self._parsed, self._parsed_last)
         cpu_stat = files.parse(base, "cpu.stat", p.parse_cpu_stat)
         cpu_pressure = files.parse(base, "cpu.pressure", p.parse_pressure)
         memory_pressure = files.parse(base, "memory.pressure", p.parse_pressure)

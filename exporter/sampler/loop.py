@@ -334,6 +334,7 @@ class Sampler:
         except Exception as e:  # names may be stale this pass; sampling goes on
             self._warn_once("node", f"refreshing cgroup identities failed: {_describe(e)}")
         acc = _Walked(lost)
+        self.reader.begin_pass()
 
         def on_unlisted(path: str, e: OSError) -> None:
             acc.unlisted.append(path)

@@ -425,6 +425,56 @@ def test_read_text_refuses_what_the_kernel_never_has(tmp_path: Path) -> None:
         read_text(str(big), limit=4 * 16384)
 
 
+def test_what_is_not_a_regular_file_is_refused_without_a_stat_per_read(tmp_path: Path) -> None:
+    """The type is looked at only when a read is empty, fills the buffer or fails:
+    /dev/null reads empty, /dev/zero fills any buffer; an empty regular file is ""."""
+    for dev in ("/dev/null", "/dev/zero"):
+        link = tmp_path / os.path.basename(dev)
+        link.symlink_to(dev)
+        with pytest.raises(CgroupParseError, match=r"not a regular file \(a character device\)"):
+            read_text(str(link))
+    empty = tmp_path / "cgroup.subtree_control"
+    empty.write_text("")
+    assert read_text(str(empty)) == ""
+
+
+def test_an_unchanged_file_is_not_parsed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same text, same path: the last result (a parser is a pure function of both);
+    changed text is parsed anew; files of cgroups not read for a pass are forgotten."""
+    root = _copy("v2-systemd", tmp_path)
+    reader = CgroupReader(detect_at(sysfs=str(root / "sys"), procfs=str(root / "proc")))
+    parsed: list[str] = []
+    real = reader_mod.p.parse_cpu_stat
+
+    def counting(text: str, source: str) -> object:
+        parsed.append(source)
+        return real(text, source)
+
+    monkeypatch.setattr(reader_mod.p, "parse_cpu_stat", counting)
+    path = "/system.slice/kubelet.service"
+    stat = root / "sys/fs/cgroup" / path.lstrip("/") / "cpu.stat"
+    reader.begin_pass()
+    first = reader.read(path)
+    reader.begin_pass()
+    again = reader.read(path)
+    assert len(parsed) == 1 and again.cpu_stat is first.cpu_stat
+    stat.write_text(stat.read_text().replace("usage_usec ", "usage_usec 9", 1))
+    reader.begin_pass()
+    moved = reader.read(path)
+    assert len(parsed) == 2 and moved.cpu_stat is not None and first.cpu_stat is not None
+    assert moved.cpu_stat.usage_usec != first.cpu_stat.usage_usec
+    stat.write_text("usage_usec x\n")  # malformed: raises every time, nothing kept
+    for _ in range(2):
+        reader.begin_pass()
+        with pytest.raises(CgroupParseError):
+            reader.read(path)
+    reader.begin_pass()
+    reader.begin_pass()
+    assert reader._parsed_last == {} and reader._parsed == {}
+
+
 def test_fifo_in_a_cgroup_costs_that_cgroup(tmp_path: Path) -> None:
     root = _copy("v2-systemd", tmp_path)
     facts = detect_at(sysfs=str(root / "sys"), procfs=str(root / "proc"))
