@@ -64,7 +64,7 @@ BUILD_INFO = O.BUILD_INFO.name  # never has a measured container's labels
 
 # A culprit's identity labels on the blame series: its own series' labels, prefixed.
 CULPRIT_IDENTITY = tuple(f"culprit_{lab}" for lab in IDENTITY_LABELS)
-# What names a workload culprit (contention_workload_blame_share).
+# What names a workload culprit (contention_workload_blame_ratio).
 WORKLOAD_CULPRIT_LABELS = ("culprit_namespace", "culprit_workload")
 # A container's limit, where it has one, is its entitlement's basis: the entitlement
 # series are always exported, the *_limit_* families only with an optional collector.

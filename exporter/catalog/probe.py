@@ -53,7 +53,7 @@ RUNQUEUE_LATENCY_SECONDS = Family(
     "thresholds, exactly); waits longer than 1 s count only in `+Inf`",
 )
 BLAME_SHARE = Family(
-    "contention_blame_share",
+    "contention_blame_ratio",
     GAUGE,
     RATIO,
     "Share of the victim's run-queue wait over the window spent behind this culprit "
@@ -65,13 +65,13 @@ BLAME_SHARE = Family(
     "complete minutes and the minute in progress (so a young victim has blame as soon "
     "as it has waited). Any kind ranks: `idle`, `unknown`, `kernel` and the victim's "
     "own cgroup too. Only the victim's `--probe.top-k` (3) largest culprits are "
-    "exported, this family and `contention_workload_blame_share` together "
+    "exported, this family and `contention_workload_blame_ratio` together "
     "([Cardinality](#cardinality))",
     top_k=True,
     labels_doc=CULPRIT_LABELS_DOC,
 )
 WORKLOAD_BLAME_SHARE = Family(
-    "contention_workload_blame_share",
+    "contention_workload_blame_ratio",
     GAUGE,
     RATIO,
     "Share of the victim's run-queue wait over the window spent behind the containers "
@@ -82,11 +82,11 @@ WORKLOAD_BLAME_SHARE = Family(
     tuple(Label(n) for n in ("culprit_kind", "culprit", "culprit_namespace", "culprit_workload")),
     doc="share (0–1) of the victim's wait spent behind all the containers of one "  # noqa: RUF001 (markdown: a range)
     "workload together, running or gone (still named while their blame is in the "
-    "window), over the same minutes as `contention_blame_share`; the victim's own "
+    "window), over the same minutes as `contention_blame_ratio`; the victim's own "
     "cgroup never counts. Only containers whose `workload` is known "
     "([findings.md](findings.md#workload-culprits)), and only workloads with at least "
     "two containers in the victim's blame (one is that container's "
-    "`contention_blame_share`). Exported when it is among the victim's `--probe.top-k` "
+    "`contention_blame_ratio`). Exported when it is among the victim's `--probe.top-k` "
     "(3) largest culprits, single ones and workloads together: the two families carry "
     "at most K series per victim between them",
     top_k=True,

@@ -149,8 +149,8 @@ def _add_probe_arguments(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_TOP_K,
         metavar="K",
         help="culprits exported per victim, and judged by the findings: its K largest, "
-        "single culprits (contention_blame_share) and workloads "
-        "(contention_workload_blame_share) together (default: %(default)s)",
+        "single culprits (contention_blame_ratio) and workloads "
+        "(contention_workload_blame_ratio) together (default: %(default)s)",
     )
     g.add_argument(
         "--probe.antagonists",

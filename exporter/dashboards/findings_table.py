@@ -137,7 +137,7 @@ def _queries(selectors: Selectors, matchers: str) -> list[Query]:
 
 def _culprit_share(selectors: Selectors, matchers: str) -> str:
     """A noisy-neighbor's culprit share: the container's, or a workload culprit's (its
-    containers together, contention_workload_blame_share)."""
+    containers together, contention_workload_blame_ratio)."""
     noisy = sel(pq.FINDING, matchers, 'kind="noisy-neighbor"')
     pair = (*IDENTITY_LABELS, *CULPRIT_IDENTITY)
     blame = sel(pq.BLAME_SHARE, matchers)

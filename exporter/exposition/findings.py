@@ -32,7 +32,7 @@ def finding_labels(f: Finding, ambiguous: frozenset[Names] = frozenset()) -> dic
     c = f.culprit
     if c is not None:
         out.update(culprit_kind=c.kind, culprit=c.ref)
-        if c.kind == CULPRIT_WORKLOAD:  # as contention_workload_blame_share names it
+        if c.kind == CULPRIT_WORKLOAD:  # as contention_workload_blame_ratio names it
             ns, wl = c.identity.namespace, c.identity.workload
             out.update({"culprit_namespace": ns} if ns else {})
             out["culprit_workload"] = wl

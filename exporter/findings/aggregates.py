@@ -111,7 +111,7 @@ def identities(window: Window) -> dict[int, Identity]:
 def window_blame(
     window: Window, cgroup_id: int, now: float, th: Thresholds, clock: Clock | None = None
 ) -> dict[CulpritKey, float]:
-    """Wait seconds per culprit key over the window (what ``contention_blame_share``
+    """Wait seconds per culprit key over the window (what ``contention_blame_ratio``
     divides).
 
     ``clock``: ``Clock.at(now, th, window)`` when the caller has it (finding the newest
@@ -136,7 +136,7 @@ def exported_blame(
     th: Thresholds,
 ) -> dict[int, dict[CulpritKey, float]]:
     """Each victim's wait seconds per culprit over the exported blame window (what
-    ``contention_blame_share`` and ``contention_workload_blame_share`` divide): the
+    ``contention_blame_ratio`` and ``contention_workload_blame_ratio`` divide): the
     complete minutes plus the minute in progress (``in_progress``: the sampler's
     ``blame_in_progress``; the evaluator keeps to complete minutes), so a young
     victim's blame share exists as soon as its stall does."""
@@ -161,7 +161,7 @@ class CulpritShare:
     identity: Identity | None
     seconds: float
     share: float
-    labels: dict[str, str]  # culprit_* labels, as on contention_blame_share
+    labels: dict[str, str]  # culprit_* labels, as on contention_blame_ratio
 
 
 def culprit_shares(
@@ -175,7 +175,7 @@ def culprit_shares(
     """Every culprit's share of the victim's wait over the window, largest first.
 
     Classification and shares are the probe's (``exporter.probe.blame``), which is what
-    ``contention_blame_share`` exports, so the rules and the evaluator test the same
+    ``contention_blame_ratio`` exports, so the rules and the evaluator test the same
     numbers (which culprits are judged: ``top_culprits``). The victim's own cgroup is
     marked ``self`` here; the rules exclude it with a join on ``culprit_cgroup ==
     cgroup``. Empty without probe data.

@@ -298,7 +298,7 @@ def _cpu_stall_findings(
 def unattributed_share(top: TopCulprits) -> float | None:
     """The share of the victim's wait the probe could not attribute (``unknown``:
     unresolved cgroup ids and unattributed wait) among its exported top culprits, as
-    ``sum(contention_blame_share{culprit_kind="unknown"})``; None without blame."""
+    ``sum(contention_blame_ratio{culprit_kind="unknown"})``; None without blame."""
     if not top.containers:
         return None
     return sum(b.share for b in top.containers if b.culprit.kind is CulpritKind.UNKNOWN)

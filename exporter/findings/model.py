@@ -44,7 +44,7 @@ class Severity(StrEnum):
 SEVERITY_ORDER = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 # culprit_kind values, as exporter.probe.culprit classifies blame keys (the same
-# classification labels contention_blame_share). Only the first three can be named.
+# classification labels contention_blame_ratio). Only the first three can be named.
 CULPRIT_POD = "pod"  # a container: Kubernetes (ns/pod/container or pod:<uid8>) or docker
 CULPRIT_SYSTEM = "system"  # a systemd unit, user slice or other named cgroup
 CULPRIT_KERNEL = "kernel"  # the root cgroup: kernel threads, unassigned tasks

@@ -1,6 +1,6 @@
 """Blame shares: a victim's run-queue wait split among its culprits (pure).
 
-``contention_blame_share`` and ``contention_workload_blame_share`` export these
+``contention_blame_ratio`` and ``contention_workload_blame_ratio`` export these
 numbers for the culprits :func:`top_culprits` picks, and the finding evaluator judges
 the same culprits on the same numbers, so the rules and the evaluator test the same
 values.
@@ -187,8 +187,8 @@ def workload_shares(
 @dataclass(frozen=True, slots=True)
 class TopCulprits:
     """A victim's ``top_k`` largest culprits, single culprits and workloads together:
-    what ``contention_blame_share`` (``containers``) and
-    ``contention_workload_blame_share`` (``workloads``) export, and all the evaluator
+    what ``contention_blame_ratio`` (``containers``) and
+    ``contention_workload_blame_ratio`` (``workloads``) export, and all the evaluator
     judges. One budget of K series per victim (docs/metrics.md#cardinality)."""
 
     containers: tuple[BlameShare, ...]  # every kind: pod, system, kernel, idle, unknown

@@ -14,7 +14,7 @@ exported metrics, with the same per-minute arithmetic as the Python evaluator
   part of the window the culprit was watched, so a young culprit is not understated,
   and only while the culprit still runs (a gone one's use is not known: it stays a
   culprit, as in the evaluator);
-* when no container passes alone, a workload (``contention_workload_blame_share``: its
+* when no container passes alone, a workload (``contention_workload_blame_ratio``: its
   containers' summed share) can: dropped ``unless`` its running containers' summed
   usage is at or below their summed requests (``contention_cgroup_info``'s
   ``workload`` label says whose they are);

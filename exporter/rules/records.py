@@ -55,11 +55,11 @@ R_CPU_BOTH = "cgroup:contention_cpu_stall_both_signals:rate1m"
 # inside it at every earlier minute boundary of the sustain too (docs/findings.md).
 R_WITHIN_REQ = "cgroup:contention_cpu_usage_per_sampled_seconds:within_request_rate{w}"
 R_ENTITLED = "cgroup:contention_cpu_usage_per_sampled_seconds:entitled_rate{w}"
-R_BLAME_CULPRIT = "cgroup:contention_blame_share:culprit"
+R_BLAME_CULPRIT = "cgroup:contention_blame_ratio:culprit"
 # The victim's wait the probe could not attribute (its culprit_kind="unknown" shares,
 # summed), where at least blameShare: attribution broken or partial (docs/findings.md).
-R_UNATTRIBUTED = "cgroup:contention_blame_share:unattributed"
-R_WORKLOAD_CULPRIT = "cgroup:contention_workload_blame_share:culprit"
+R_UNATTRIBUTED = "cgroup:contention_blame_ratio:unattributed"
+R_WORKLOAD_CULPRIT = "cgroup:contention_workload_blame_ratio:culprit"
 # A workload's running containers: summed usage and summed requests (docs/findings.md).
 R_WL_USAGE = "workload:contention_cpu_usage_per_sampled_seconds:sum_ratio_rate{w}"
 R_WL_REQUEST = "workload:contention_cpu_request_cores:sum"

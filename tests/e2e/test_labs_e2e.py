@@ -795,7 +795,7 @@ def _no_lab_builds_it(expr: str) -> bool:
     one workload blamed by the same victim, which none of these labs builds. The family
     is checked on the real kernel (tests/integration/test_churn_kernel.py) and
     the victim naming these queries share in promtool (tests/unit/test_dashboards.py)."""
-    return "contention_workload_blame_share" in expr and "contention_finding" not in expr
+    return "contention_workload_blame_ratio" in expr and "contention_finding" not in expr
 
 
 @pytest.mark.kernel

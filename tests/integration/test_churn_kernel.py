@@ -14,7 +14,7 @@ kernel events. For each one:
 * **workload culprits** (docs/findings.md#workload-culprits): each generation alone
   causes well under ``blameShare`` of the wait, together nearly all of it, and the
   finding is ``noisy-neighbor`` naming the workload, with the
-  ``contention_workload_blame_share`` family the dashboards draw it from.
+  ``contention_workload_blame_ratio`` family the dashboards draw it from.
 
 A finding needs one complete sustain minute; the passes are given times shifted so the
 run starts just after a minute boundary (the kernel's counters and the probe's waits are
@@ -182,7 +182,7 @@ def _check(
     shares = [
         s
         for m in published.families()
-        if m.name == "contention_workload_blame_share"
+        if m.name == "contention_workload_blame_ratio"
         for s in m.samples
         if s.labels.get("culprit_workload") == WORKLOAD
     ]

@@ -392,7 +392,7 @@ class Scenario:
         return out
 
     def _blame_series(self, mem: Member, th: Thresholds, labels: Any) -> list[dict[str, str]]:
-        """contention_blame_share and contention_workload_blame_share exactly as the
+        """contention_blame_ratio and contention_workload_blame_ratio exactly as the
         probe's collector exports them: the victim's top K culprits (top_culprits)."""
         per_t: list[dict[tuple[str, tuple[tuple[str, str], ...]], float]] = []
         keys: dict[tuple[str, tuple[tuple[str, str], ...]], None] = {}
@@ -402,12 +402,12 @@ class Scenario:
             sums = window_blame(w, mem.cgroup_id, t, th)
             top = top_culprits(sums, identities(w), mem.cgroup_id, BLAME_TOP_K)
             row = {
-                ("contention_blame_share", tuple(b.culprit.labels().items())): b.share
+                ("contention_blame_ratio", tuple(b.culprit.labels().items())): b.share
                 for b in top.containers
             }
             row.update(
                 {
-                    ("contention_workload_blame_share", tuple(ws.labels().items())): ws.share
+                    ("contention_workload_blame_ratio", tuple(ws.labels().items())): ws.share
                     for ws in top.workloads
                 }
             )
@@ -423,7 +423,7 @@ class Scenario:
                 ),
             }
             # the blame shares first, as the exposition lists its families
-            for name, lab in sorted(keys, key=lambda nk: nk[0] != "contention_blame_share")
+            for name, lab in sorted(keys, key=lambda nk: nk[0] != "contention_blame_ratio")
         ]
 
 

@@ -96,7 +96,7 @@ def alert_labels(f: Finding, th: Thresholds, target: Mapping[str, str] = TARGET)
         **f.victim.identity.series_labels(),
     }
     c = f.culprit
-    if c is not None and c.kind == CULPRIT_WORKLOAD:  # contention_workload_blame_share's
+    if c is not None and c.kind == CULPRIT_WORKLOAD:  # contention_workload_blame_ratio's
         ns = c.identity.namespace
         labels.update(culprit_kind=c.kind, culprit=c.ref, culprit_namespace=ns)
         labels["culprit_workload"] = c.identity.workload
@@ -234,7 +234,7 @@ def alert_annotations(  # noqa: C901 - one description per finding kind
 
 def _contended_why(f: Finding, th: Thresholds) -> str:
     """cpu-contended's reason: attribution broken (its unknown share at or above
-    blameShare: the rules' cgroup:contention_blame_share:unattributed) or not."""
+    blameShare: the rules' cgroup:contention_blame_ratio:unattributed) or not."""
     share = f.evidence.get("unattributed_share")
     if share is None or share < th.blame_share:
         return "the node is oversubscribed."

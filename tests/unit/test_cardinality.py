@@ -118,8 +118,8 @@ def test_series_per_container_within_budget_with_probe(tmp_path: Path) -> None:
     assert len(per) >= 20
     # some victim uses the whole budget, and none more
     assert max(per.values()) == budget(probe=True), per
-    assert "\ncontention_blame_share{" in text
-    assert "\ncontention_workload_blame_share{" in text
+    assert "\ncontention_blame_ratio{" in text
+    assert "\ncontention_workload_blame_ratio{" in text
 
 
 def test_series_per_container_with_every_collector(tmp_path: Path) -> None:

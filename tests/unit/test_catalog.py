@@ -55,9 +55,6 @@ ROOT = Path(__file__).resolve().parents[2]
 MODULES: tuple[ModuleType, ...] = (containers, node, probe, findings, own)
 HELP_FIELDS = {"top_k", "antagonist_top_k"}
 UNITS = (SECONDS, BYTES, CORES, RATIO)
-# Ratios still named ``_share``: the naming pass renames them to ``_ratio`` (issue 25
-# item 4); drop a name from here when it is renamed.
-SHARE_NOT_YET_RATIO = {"contention_blame_share", "contention_workload_blame_share"}
 
 
 def test_docs_tables_are_the_catalogs() -> None:
@@ -88,9 +85,7 @@ def test_a_family_is_named_for_its_unit(fam: Family) -> None:
     without one does not end with a unit's name."""
     assert fam.unit in (*UNITS, ""), fam.unit
     base = fam.name.removesuffix("_total")
-    if fam.name in SHARE_NOT_YET_RATIO:
-        assert (fam.unit, base.endswith("_share")) == (RATIO, True)
-    elif fam.unit:
+    if fam.unit:
         assert base.endswith("_" + fam.unit), (fam.name, fam.unit)
     else:
         assert not base.endswith(tuple("_" + u for u in UNITS)), fam.name

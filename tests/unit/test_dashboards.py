@@ -242,7 +242,7 @@ def test_queries_use_only_exported_metrics_or_recording_rules(th: Thresholds) ->
         "contention_memory_workingset_refaults_total",
         "contention_memory_events_total",
         "contention_runqueue_latency_seconds_bucket",
-        "contention_blame_share",
+        "contention_blame_ratio",
         "contention_finding",
         "contention_probe_loaded",
         "contention_probe_unknown_blame_ratio",

@@ -203,7 +203,7 @@ def test_families_exposition(tmp_path: Path) -> None:
     assert all(lb.get("cgroup") != KUBELET.cgroup or "pod" not in lb for _, lb, _ in got)
     buckets = [lb for n, lb, _ in got if n == "contention_runqueue_latency_seconds_bucket"]
     assert len(buckets) == RUNQ_SLOTS  # every bound, backfilled; the other victim has none
-    shares = [(lb, v) for n, lb, v in got if n == "contention_blame_share"]
+    shares = [(lb, v) for n, lb, v in got if n == "contention_blame_ratio"]
     assert len(shares) == 3  # top-K
     top = max(shares, key=lambda s: s[1])
     assert top[1] == pytest.approx(0.6)
@@ -417,7 +417,7 @@ def test_workload_family() -> None:
     ids = {**IDS, 101: _replica(1), 102: _replica(2)}
     victims = [VictimProbeData(WEB, None, {101: 3.0, 102: 3.0, 20: 4.0}, cgroup_id=10)]
     got = samples(expose(list(build_probe_families(victims, ids, LOADED, None))))
-    wl = [(lb, round(v, 9)) for n, lb, v in got if n == "contention_workload_blame_share"]
+    wl = [(lb, round(v, 9)) for n, lb, v in got if n == "contention_workload_blame_ratio"]
     assert wl == [
         (
             {

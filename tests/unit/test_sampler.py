@@ -450,7 +450,7 @@ def test_wait_caused_per_culprit_is_cumulative_and_ends_with_the_cgroup(tree: Tr
 
 
 def test_exported_blame_share_counts_the_minute_in_progress(tree: Tree) -> None:
-    """A young victim's contention_blame_share exists before its first minute is
+    """A young victim's contention_blame_ratio exists before its first minute is
     complete (the rules' young-series gate opens with blame to judge); the evaluator's
     own window keeps to complete minutes."""
     from exporter.agent import Agent, AgentConfig
@@ -473,7 +473,7 @@ def test_exported_blame_share_counts_the_minute_in_progress(tree: Tree) -> None:
     fams = {m.name: m for m in pub.families()}
     shares = [
         (smp.labels["cgroup"], smp.labels["culprit_cgroup"], smp.value)
-        for smp in fams["contention_blame_share"].samples
+        for smp in fams["contention_blame_ratio"].samples
     ]
     assert shares == [("/system.slice/victim.service", "/system.slice/hog.service", 1.0)]
     assert v.window is not None
