@@ -1,12 +1,14 @@
 """Log lines as Prometheus exporters write them: ``--log.level`` and ``--log.format``.
 
 One event is one line on stderr, in logfmt (the default, what Loki's and Vector's
-logfmt parsers read) or JSON, with the keys Go exporters use::
+logfmt parsers read) or JSON, with the keys and level names of Prometheus 3 and
+node_exporter 1.9 (promslog, Go's slog)::
 
-    ts=2026-11-30T23:04:42.406Z level=warn caller=exporter/probe/loader.py:88 msg="..."
+    time=2026-11-30T23:04:42.406Z level=WARN source=exporter/probe/loader.py:88 msg="..."
 
-Levels are ``debug``, ``info``, ``warn`` and ``error``; ``warning`` is accepted as an
-alias. A traceback, when there is one, goes in the same line (``exc``), escaped.
+``--log.level`` takes ``debug``, ``info``, ``warn`` and ``error`` (``warning`` is an
+alias); the lines say ``DEBUG``, ``INFO``, ``WARN``, ``ERROR``, as slog writes them.
+A traceback, when there is one, goes in the same line (``exc``), escaped.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ LEVELS = {
 }
 LEVEL_CHOICES = ("debug", "info", "warn", "error")
 FORMATS = ("logfmt", "json")
-_NAMES = {logging.DEBUG: "debug", logging.INFO: "info", logging.WARNING: "warn"}
+_NAMES = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARN"}
 
 
 def log_level(text: str) -> str:
@@ -44,13 +46,14 @@ def log_level(text: str) -> str:
 
 
 def level_name(levelno: int) -> str:
+    """The level as a line says it (slog's names)."""
     if levelno >= logging.ERROR:
-        return "error"  # CRITICAL too: exporters know four levels
-    return _NAMES.get(levelno, "debug" if levelno < logging.INFO else "info")
+        return "ERROR"  # CRITICAL too: exporters know four levels
+    return _NAMES.get(levelno, "DEBUG" if levelno < logging.INFO else "INFO")
 
 
 @lru_cache(maxsize=512)
-def caller(pathname: str, lineno: int) -> str:
+def source(pathname: str, lineno: int) -> str:
     """``exporter/probe/loader.py:88``: the file from the top of its package (the first
     directory up without an ``__init__.py``), so a library's lines name the library
     too (``urllib3/connectionpool.py:812``); a lone module is its file name."""
@@ -66,7 +69,7 @@ def caller(pathname: str, lineno: int) -> str:
 
 
 def timestamp(created: float) -> str:
-    """RFC 3339 in UTC with milliseconds, like Go exporters' ``ts``."""
+    """RFC 3339 in UTC with milliseconds, like Go exporters' ``time``."""
     whole = int(created)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + (
         f".{int((created - whole) * 1000):03d}Z"
@@ -110,9 +113,9 @@ def logfmt_value(value: str, *, quote: bool = False) -> str:
 
 def _fields(record: logging.LogRecord, fmt: logging.Formatter) -> dict[str, str]:
     fields = {
-        "ts": timestamp(record.created),
+        "time": timestamp(record.created),
         "level": level_name(record.levelno),
-        "caller": caller(record.pathname, record.lineno),
+        "source": source(record.pathname, record.lineno),
         "msg": record.getMessage(),
     }
     if record.exc_info:
@@ -159,8 +162,8 @@ def add_log_arguments(g: argparse._ActionsContainer) -> None:
         dest="log_format",
         choices=FORMATS,
         default="logfmt",
-        help="one line per event on stderr: logfmt (ts= level= caller= msg=) or JSON "
-        "with the same keys (default: %(default)s)",
+        help="one line per event on stderr: logfmt (time= level= source= msg=, as "
+        "Prometheus writes them) or JSON with the same keys (default: %(default)s)",
     )
 
 

@@ -1,5 +1,6 @@
 """Log lines: valid logfmt (what Loki's and Vector's logfmt parsers read) or JSON, one
-line per event, with the keys and levels of Go exporters (docs/serving.md, "Logs").
+line per event, with the keys and levels of Prometheus 3 and node_exporter 1.9
+(docs/serving.md, "Logs").
 
 The logfmt lines are read back by a strict parser written here from the format's
 grammar (go-logfmt's): keys of printable characters without ``=`` or ``"``, values
@@ -26,10 +27,10 @@ from exporter.commands import build_parser
 from exporter.commands.logs import (
     JSONFormatter,
     LogfmtFormatter,
-    caller,
     log_level,
     logfmt_value,
     setup_logging,
+    source,
 )
 
 from .conftest import FIXTURES
@@ -86,9 +87,9 @@ NASTY = [
 def test_logfmt_lines_parse_back(msg: str) -> None:
     line = LogfmtFormatter().format(record("%s", msg))
     fields = parse_logfmt(line)
-    assert list(fields) == ["ts", "level", "caller", "msg"]
-    assert TS.fullmatch(fields["ts"]) and fields["level"] == "warn"
-    assert fields["caller"] == "tests/unit/test_logs.py:42"
+    assert list(fields) == ["time", "level", "source", "msg"]
+    assert TS.fullmatch(fields["time"]) and fields["level"] == "WARN"
+    assert fields["source"] == "tests/unit/test_logs.py:42"
     expected = msg.encode("utf-8", "backslashreplace").decode()
     assert fields["msg"] == expected
     assert line.split(" ", 3)[3].startswith('msg="')  # msg is always quoted
@@ -100,7 +101,7 @@ def test_json_lines_parse_back(msg: str) -> None:
     assert "\n" not in line
     line.encode("utf-8")  # no lone surrogate reaches the stream
     doc = json.loads(line)
-    assert list(doc) == ["ts", "level", "caller", "msg"] and doc["level"] == "error"
+    assert list(doc) == ["time", "level", "source", "msg"] and doc["level"] == "ERROR"
     assert doc["msg"] == msg.encode("utf-8", "backslashreplace").decode()
 
 
@@ -152,8 +153,8 @@ def test_level_names_as_exporters_write_them() -> None:
     finally:
         setup_logging("info", "logfmt")
     lines = [parse_logfmt(x) for x in out.getvalue().splitlines()]
-    assert [x["level"] for x in lines] == ["debug", "info", "warn", "error", "error", "warn"]
-    assert all(x["caller"].startswith("tests/unit/test_logs.py:") for x in lines)
+    assert [x["level"] for x in lines] == ["DEBUG", "INFO", "WARN", "ERROR", "ERROR", "WARN"]
+    assert all(x["source"].startswith("tests/unit/test_logs.py:") for x in lines)
 
 
 def test_lines_go_to_stderr_as_it_is_when_logged(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -173,14 +174,14 @@ def test_lines_go_to_stderr_as_it_is_when_logged(monkeypatch: pytest.MonkeyPatch
     assert parse_logfmt(line)["msg"] == "after the swap"
 
 
-def test_caller_names_the_package_path(tmp_path: Path) -> None:
+def test_source_names_the_package_path(tmp_path: Path) -> None:
     pkg = tmp_path / "lib" / "urllib3"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
-    assert caller(str(pkg / "connectionpool.py"), 812) == "urllib3/connectionpool.py:812"
-    assert caller(str(tmp_path / "six.py"), 3) == "six.py:3"
+    assert source(str(pkg / "connectionpool.py"), 812) == "urllib3/connectionpool.py:812"
+    assert source(str(tmp_path / "six.py"), 3) == "six.py:3"
     loader = ROOT / "exporter" / "probe" / "loader.py"
-    assert caller(str(loader), 1) == "exporter/probe/loader.py:1"
+    assert source(str(loader), 1) == "exporter/probe/loader.py:1"
 
 
 @pytest.fixture
@@ -235,8 +236,9 @@ def test_the_running_exporter_writes_one_parsable_line_per_event(
     events = [parse(x) for x in lines]
     assert len(events) >= 3
     for e in events:
-        assert TS.fullmatch(e["ts"]) and e["level"] in ("debug", "info", "warn", "error")
-        assert re.fullmatch(r"[\w/.-]+\.py:\d+", e["caller"]), e
+        assert list(e)[:4] == ["time", "level", "source", "msg"], e
+        assert TS.fullmatch(e["time"]) and e["level"] in ("DEBUG", "INFO", "WARN", "ERROR")
+        assert re.fullmatch(r"[\w/.-]+\.py:\d+", e["source"]), e
     msgs = [e["msg"] for e in events]
     assert any(m.startswith("serving") and "127.0.0.1:" in m for m in msgs)
     assert any("stopping" in m for m in msgs)

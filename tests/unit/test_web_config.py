@@ -275,4 +275,4 @@ def test_run_exits_2_with_one_line_for_a_bad_file(
     args = build_parser().parse_args(["run", f"--web.config.file={path}", "--no-probe"])
     assert run.cmd_run(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "unknown key(s) tls_config" in err[0] and "level=error" in err[0]
+    assert len(err) == 1 and "unknown key(s) tls_config" in err[0] and "level=ERROR" in err[0]
