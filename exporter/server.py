@@ -1,4 +1,5 @@
-"""HTTP front: ``/metrics``, ``/findings``, ``/healthz`` and a landing page at ``/``.
+"""HTTP front: ``/metrics`` (``--web.telemetry-path``), ``/findings``, ``/healthz`` and a
+landing page at ``/``.
 
 :class:`App` routes a request (a WSGI application); :class:`Server` serves it on every
 listen address through ``exporter.web`` (dual-stack sockets, TLS and basic auth from
@@ -13,11 +14,13 @@ when nobody expected it (reading ``/proc/self`` for ``process_*``;
 from __future__ import annotations
 
 import html
+import json
 import logging
 import socket
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from . import __version__
 from .cgroupfs.mode import NodeLayout
@@ -29,10 +32,34 @@ from .web.transport import HTTPServer, Limits, Stats
 log = logging.getLogger(__name__)
 
 StartResponse = Callable[..., Any]
+METRICS_PATH = "/metrics"
+# Paths the app answers itself: --web.telemetry-path may not take one of them.
+OWN_PATHS = ("/", "/healthz", "/findings", "/selftest")
 DEMO_HINT = (
     "To see a finding happen on purpose, run a contention lab from a source checkout: "
     "contention-exporter demo --list (docs/labs.md)."
 )
+
+
+def check_metrics_path(path: str) -> str:
+    """``path`` if /metrics can be served there (ValueError: why not)."""
+    if not path.startswith("/") or path in OWN_PATHS or any(c in path for c in "?# "):
+        raise ValueError(
+            f"telemetry path {path!r}: must start with / and not be one of "
+            f"{', '.join(OWN_PATHS)} (no query, fragment or space)"
+        )
+    return path
+
+
+class SelftestEndpoint(Protocol):
+    """``POST /selftest`` and ``GET /selftest`` (``exporter.selftest.service``)."""
+
+    def start(self, seconds: float = ...) -> tuple[int, dict[str, Any]]: ...
+
+    def state(self) -> dict[str, Any]: ...
+
+
+_REASONS = {200: "200 OK", 202: "202 Accepted", 400: "400 Bad Request", 409: "409 Conflict"}
 
 
 class App:
@@ -42,17 +69,21 @@ class App:
         facts: NodeLayout,
         interval: float,
         status: Callable[[], dict[str, str]] | None = None,
+        metrics_path: str = METRICS_PATH,
+        selftest: SelftestEndpoint | None = None,
     ) -> None:
         self.exposition = exposition
         self.facts = facts
         self.interval = interval
         self.status = status or (lambda: {})
+        self.metrics_path = check_metrics_path(metrics_path)
+        self.selftest = selftest
 
     def answers_now(self, environ: dict[str, Any]) -> bool:
         """True when the answer costs no rendering (every path but a /metrics format
         not yet rendered for this pass): the server then answers on its I/O thread,
         without handing the request to a worker thread."""
-        if environ.get("PATH_INFO") != "/metrics":
+        if environ.get("PATH_INFO") != self.metrics_path:
             return True
         return self.exposition.ready(
             environ.get("HTTP_ACCEPT"), environ.get("HTTP_ACCEPT_ENCODING")
@@ -61,10 +92,12 @@ class App:
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
         method = environ.get("REQUEST_METHOD", "GET")
+        if path == "/selftest":
+            return self._selftest(environ, method, start_response)
         if method not in ("GET", "HEAD"):
             start_response("405 Method Not Allowed", [("Allow", "GET, HEAD")])
             return [b""]
-        if path == "/metrics":
+        if path == self.metrics_path:
             body = self._metrics(environ, start_response)
         elif path == "/healthz":
             body = self._health(start_response)
@@ -75,6 +108,33 @@ class App:
         else:
             body = self._send(start_response, "404 Not Found", "text/plain", b"not found\n")
         return [] if method == "HEAD" else body
+
+    def _selftest(
+        self, environ: dict[str, Any], method: str, start_response: StartResponse
+    ) -> list[bytes]:
+        """POST starts the self-test (``?timeout=SECONDS``), GET says how it goes."""
+        if self.selftest is None:
+            doc: dict[str, Any] = {
+                "error": "the self-test is off in this exporter (run --selftest.enabled; "
+                "the chart's selftest.enabled)",
+                "exit_code": 7,
+            }
+            status = 404
+        elif method == "POST":
+            query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+            try:
+                seconds = float(query.get("timeout", ["240"])[0])
+            except ValueError:
+                seconds = -1.0
+            status, doc = self.selftest.start(seconds)
+        elif method in ("GET", "HEAD"):
+            status, doc = 200, self.selftest.state()
+        else:
+            start_response("405 Method Not Allowed", [("Allow", "GET, HEAD, POST")])
+            return [b""]
+        body = (json.dumps(doc) + "\n").encode()
+        reason = _REASONS.get(status, "404 Not Found")
+        return self._send(start_response, reason, "application/json", body)
 
     @staticmethod
     def _send(
@@ -142,11 +202,12 @@ class App:
         if tracked == 0 or findings == 0:
             what = "Nothing is tracked on this host yet." if tracked == 0 else "No findings now."
             hint = f"<p>{html.escape(what)} {html.escape(DEMO_HINT)}</p>"
+        metrics = html.escape(self.metrics_path, quote=True)
         page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>contention-exporter</title></head>
 <body><h1>contention-exporter {html.escape(__version__)}</h1>
 <p>Is a container starved of CPU or memory, and by whom?</p>
-<ul><li><a href="/metrics">/metrics</a> (Prometheus)</li>
+<ul><li><a href="{metrics}">{metrics}</a> (Prometheus)</li>
 <li><a href="/findings">/findings</a> (JSON)</li>
 <li><a href="/healthz">/healthz</a></li></ul>
 <table>{table}</table>{hint}</body></html>

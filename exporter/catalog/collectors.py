@@ -65,7 +65,7 @@ COLLECTORS: tuple[Collector, ...] = (
         "open and maximum fds, start time, garbage collections (prometheus_client), "
         "collected when the pass is rendered, like the rest. Always read from the "
         "exporter's own `/proc/self`, whatever `--path.procfs` points to (that is the "
-        "node's)",
+        "node's). `--web.disable-exporter-metrics` leaves them out",
         foreign=("process_*", "python_gc_*"),
     ),
     Collector("kube", True, "the Kubernetes pod watch's health (`--kubernetes`)"),

@@ -265,6 +265,8 @@ def agent_config(args: argparse.Namespace, render: str = "pass") -> AgentConfig:
             name for name in OPTIONAL_COLLECTORS if getattr(args, f"collector_{name}", False)
         ),
         thresholds_file=args.config,
+        # --web.disable-exporter-metrics (run only)
+        process_metrics=not getattr(args, "disable_exporter_metrics", False),
     )
 
 

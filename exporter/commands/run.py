@@ -9,7 +9,7 @@ import signal
 import threading
 
 from ..agent import Agent
-from ..server import App, Server
+from ..server import METRICS_PATH, App, Server, check_metrics_path
 from ..web.config import WebConfigError, WebConfigSource
 from .common import (
     DEFAULT_PORT,
@@ -24,6 +24,14 @@ from .logs import setup_logging
 log = logging.getLogger("contention-exporter")
 
 DESCRIPTION = "Sample every cgroup on this host and serve /metrics, /findings, /healthz."
+
+
+def telemetry_path(text: str) -> str:
+    """An argparse type: a path /metrics can be served at."""
+    try:
+        return check_metrics_path(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -47,6 +55,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="TLS, client certificates and basic auth, in the web configuration format of "
         "node_exporter and Prometheus (exporter-toolkit); re-read when it or a file it "
         "names changes; see docs/serving.md",
+    )
+    g.add_argument(
+        "--web.telemetry-path",
+        dest="metrics_path",
+        type=telemetry_path,
+        default=METRICS_PATH,
+        metavar="PATH",
+        help="path under which to expose metrics (default: %(default)s)",
+    )
+    g.add_argument(
+        "--web.disable-exporter-metrics",
+        dest="disable_exporter_metrics",
+        action="store_true",
+        help="leave out the exporter's own process_* and python_gc_* families (its CPU, "
+        "memory, file descriptors and garbage collections), as node_exporter's flag does",
     )
     add_render_argument(g)
     add_node_arguments(p)
@@ -84,7 +107,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if agent.kube is not None and not agent.kube.wait_synced(5):
         # Names in the first scrape, if the API answers.
         log.warning("Kubernetes API not synced yet: naming cgroups by path until it is")
-    app = App(agent.exposition, agent.facts, agent.config.sample_interval, agent.status)
+    app = App(
+        agent.exposition, agent.facts, agent.config.sample_interval, agent.status, args.metrics_path
+    )
     try:
         server = Server(app, listen, web_config)
     except (OSError, ValueError) as e:
@@ -108,9 +133,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     auth = web_config is not None and bool(web_config.config.users)
     for addr in server.addresses:
         log.info(
-            "serving %s on %s (metrics at /metrics%s)",
+            "serving %s on %s (metrics at %s%s)",
             scheme,
             addr,
+            args.metrics_path,
             ", basic auth" if auth else "",
         )
     stop.wait()
