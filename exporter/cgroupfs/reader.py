@@ -70,11 +70,9 @@ class _Files:
         if text is None:
             return None
         kept = self._parsed.get(directory)
-        if kept is None:
-            kept = self._parsed[directory] = {}
+        if kept is None:  # the first file of this directory in this pass: take it over
+            kept = self._parsed[directory] = self._last.pop(directory, None) or {}
         hit = kept.get(name)
-        if hit is None:
-            hit = self._last.get(directory, {}).get(name)
         if hit is not None and hit[0] == text:
             value: _T = hit[1]  # type: ignore[assignment]  # what `parser` made of it
         else:
@@ -111,8 +109,9 @@ class CgroupReader:
         self.facts = facts
         self.v2_root = facts.v2_root
         self.hybrid = facts.mode is CgroupMode.HYBRID
-        # This pass's parsed files and the last pass's (begin_pass): what is kept is
-        # what the cgroups read in two passes hold, however many come and go.
+        # This pass's parsed files and the last pass's not read again yet (begin_pass):
+        # what is kept is what the cgroups read in two passes hold, each once, however
+        # many come and go.
         self._parsed: _Parsed = {}
         self._parsed_last: _Parsed = {}
 

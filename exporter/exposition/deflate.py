@@ -1,11 +1,11 @@
 """gzip of an exposition from its families' bytes, recompressing only what changed.
 
-Each family's bytes (``text.Renderer.chunks``) are compressed on their own, by a fresh
+Each family's bytes (``text.Renderer.parts``) are compressed on their own, by a fresh
 raw-deflate stream ended with a sync flush: a run of non-final deflate blocks, byte
 aligned, that depends on nothing before it. Such runs concatenate into one valid
 deflate stream (closed by an empty final block), wrapped in one gzip member (RFC 1952:
 header, the stream, CRC-32 and length of the whole), which any gzip reader inflates
-like ``gzip.compress``'s output. A family whose bytes are the same object as at the
+like ``gzip.compress``'s output. A family whose parts are the same object as at the
 last render keeps its compressed run. Across families the compressor loses only the
 back-references at their borders: ~1 % more bytes at 1,000 containers
 (bench/README.md).
@@ -17,6 +17,8 @@ import struct
 import threading
 import zlib
 from collections.abc import Sequence
+
+from .text import Parts
 
 _FINAL_EMPTY_BLOCK = b"\x03\x00"  # a final, empty, fixed-Huffman deflate block
 
@@ -33,27 +35,28 @@ def _deflate(chunk: bytes, level: int) -> bytes:
 
 
 class Gzipper:
-    """gzips expositions one after another, keeping each chunk's compressed run while
-    the chunk (the same bytes object) comes back. Holds only the last exposition's
-    runs. Thread-safe."""
+    """gzips expositions one after another, keeping each family's compressed run while
+    its parts (``text.Parts``: the same object means the same bytes) come back. Holds
+    only the last exposition's runs. Thread-safe."""
 
     def __init__(self, level: int) -> None:
         self.level = level
-        self._runs: dict[int, tuple[bytes, bytes]] = {}  # id(chunk) -> (chunk, run)
+        self._runs: dict[int, tuple[Parts, bytes]] = {}  # id(parts) -> (parts, run)
         self._lock = threading.Lock()
 
-    def gzip(self, chunks: Sequence[bytes]) -> bytes:
+    def gzip(self, exposition: Sequence[Parts]) -> bytes:
         with self._lock:
-            runs: dict[int, tuple[bytes, bytes]] = {}
+            runs: dict[int, tuple[Parts, bytes]] = {}
             out = [_header(self.level)]
             crc = 0
             size = 0
-            for chunk in chunks:
-                # Keyed by identity, with the chunk held: an id cannot be reused while
-                # its object lives, so a hit is this very chunk.
-                hit = self._runs.get(id(chunk))
-                run = hit[1] if hit is not None and hit[0] is chunk else _deflate(chunk, self.level)
-                runs[id(chunk)] = (chunk, run)
+            for parts in exposition:
+                chunk = b"".join(parts)
+                # Keyed by identity, with the parts held: an id cannot be reused while
+                # its object lives, so a hit is this very object.
+                hit = self._runs.get(id(parts))
+                run = hit[1] if hit is not None and hit[0] is parts else _deflate(chunk, self.level)
+                runs[id(parts)] = (parts, run)
                 out.append(run)
                 crc = zlib.crc32(chunk, crc)
                 size += len(chunk)

@@ -145,10 +145,10 @@ class Published:
 
     def _render(self, openmetrics: bool, gzipped: bool) -> Rendered:
         ctype = OPENMETRICS_CONTENT_TYPE if openmetrics else TEXT_CONTENT_TYPE
-        chunks = self._renderer.chunks(self._families_locked(), openmetrics)
+        parts = self._renderer.parts(self._families_locked(), openmetrics)
         if gzipped:  # the plain body is not kept unless a client asks for it
-            return Rendered(self._gzipper.gzip(chunks), ctype, True)
-        return Rendered(b"".join(chunks), ctype, False)
+            return Rendered(self._gzipper.gzip(parts), ctype, True)
+        return Rendered(b"".join(b"".join(p) for p in parts), ctype, False)
 
 
 def wants_openmetrics(accept: str | None) -> bool:

@@ -7,7 +7,7 @@ process and GC families, and across passes whose series change) and keeps, betwe
 renders, what does not change from one pass to the next: a series' identity (its
 sample name and label set) is stable across passes, so each series' line is formatted
 once and written again only when its value changes, and a family none of whose lines
-changed is the same bytes as last time (and, gzipped, the same compressed segment:
+changed gives the same parts as last time (and, gzipped, the same compressed run:
 ``exporter.exposition.deflate``). A render of a pass where few values moved is mostly
 joining bytes.
 
@@ -36,6 +36,7 @@ _go_float: Any = _float_to_go_string
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 OPENMETRICS_EOF = b"# EOF\n"
+_EOF_PARTS = [OPENMETRICS_EOF]
 
 _METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -46,6 +47,9 @@ _TEXT_OM_ONLY = ("_created", "_gsum", "_gcount")
 _SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
 # A family of one render: (name, type, HELP, unit, how many before it had the same).
 _FamilyKey = tuple[str, str, str, str, int]
+# One family's bytes, as the pieces they join from. The same object from one render to
+# the next (``is``) means the same bytes (deflate.Gzipper keeps its compressed run).
+Parts = list[bytes]
 
 
 class _NotPlain(Exception):
@@ -81,16 +85,16 @@ class _Line:
 class _Family:
     """What one family kept from the last renders: its lines (the same in both
     formats), and per format its header, which names its samples may use, and the
-    parts and bytes it was last joined from."""
+    parts it was last joined from (not the joined bytes: joining is cheap, keeping
+    them would double what a render keeps)."""
 
-    __slots__ = ("chunk", "header", "lines", "names_ok", "parts")
+    __slots__ = ("header", "lines", "names_ok", "parts")
 
     def __init__(self) -> None:
         self.lines: dict[_SeriesKey, _Line] = {}
         self.header: dict[bool, bytes] = {}
         self.names_ok: dict[bool, set[str]] = {False: set(), True: set()}
-        self.parts: dict[bool, list[bytes]] = {}
-        self.chunk: dict[bool, bytes] = {}
+        self.parts: dict[bool, Parts] = {}
 
 
 class Renderer:
@@ -111,15 +115,15 @@ class Renderer:
 
     def render(self, families: Iterable[Metric], openmetrics: bool = False) -> bytes:
         """All ``families`` in one exposition (OpenMetrics ends with ``# EOF``)."""
-        return b"".join(self.chunks(families, openmetrics))
+        return b"".join(b"".join(p) for p in self.parts(families, openmetrics))
 
-    def chunks(self, families: Iterable[Metric], openmetrics: bool = False) -> list[bytes]:
-        """The exposition as one bytes object per family, in order (and ``# EOF``
+    def parts(self, families: Iterable[Metric], openmetrics: bool = False) -> list[Parts]:
+        """The exposition as one :data:`Parts` per family, in order (and ``# EOF``
         last in OpenMetrics). A family whose bytes did not change since the last
-        render of this format is the very same object as then."""
+        render of this format gives the very same object as then."""
         with self._lock:
             self._renders += 1
-            out: list[bytes] = []
+            out: list[Parts] = []
             seen: dict[_FamilyKey, _Family] = {}
             for m in families:
                 key = _family_key(m, seen)
@@ -129,14 +133,13 @@ class Renderer:
                     out.append(self._plain(m, fam, openmetrics))
                 except _NotPlain:
                     fam.parts.pop(openmetrics, None)
-                    fam.chunk.pop(openmetrics, None)
-                    out.append(_library(m, openmetrics))
+                    out.append([_library(m, openmetrics)])
             self._families = seen  # what is not in this render is forgotten
             if openmetrics:
-                out.append(OPENMETRICS_EOF)
+                out.append(_EOF_PARTS)
             return out
 
-    def _plain(self, m: Metric, fam: _Family, openmetrics: bool) -> bytes:
+    def _plain(self, m: Metric, fam: _Family, openmetrics: bool) -> Parts:
         header = fam.header.get(openmetrics)
         if header is None:
             header = fam.header[openmetrics] = _header(m, openmetrics)
@@ -168,11 +171,11 @@ class Renderer:
             append(e.line)
         if len(lines) > distinct:  # some series were not in this render: forget them
             fam.lines = {k: e for k, e in lines.items() if e.used == used}
-        if parts == fam.parts.get(openmetrics):
-            return fam.chunk[openmetrics]
+        last = fam.parts.get(openmetrics)
+        if last is not None and parts == last:  # pointer compares: the lines are kept
+            return last
         fam.parts[openmetrics] = parts
-        chunk = fam.chunk[openmetrics] = b"".join(parts)
-        return chunk
+        return parts
 
 
 def render(families: Iterable[Metric], openmetrics: bool = False) -> bytes:

@@ -26,6 +26,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as om_gener
 from prometheus_client.samples import Exemplar, Sample
 
 from exporter.catalog import containers as C
+from exporter.exposition import deflate
 from exporter.exposition.deflate import Gzipper
 from exporter.exposition.series import add
 from exporter.exposition.text import Renderer
@@ -52,9 +53,9 @@ def expected(fams: list[Metric], openmetrics: bool) -> bytes:
 def check(r: Renderer, g: Gzipper, fams: list[Metric]) -> None:
     for om in (False, True):
         want = expected(fams, om)
-        chunks = r.chunks(fams, om)
-        assert b"".join(chunks) == want
-        assert gzip.decompress(g.gzip(chunks)) == want
+        parts = r.parts(fams, om)
+        assert b"".join(b"".join(p) for p in parts) == want
+        assert gzip.decompress(g.gzip(parts)) == want
 
 
 def gauge(name: str, series: dict[tuple[str, ...], float], help_: str = "help") -> Metric:
@@ -139,13 +140,27 @@ def test_what_is_kept_is_bounded_by_the_last_render() -> None:
     assert r.series() == 1
 
 
-def test_an_unchanged_family_is_the_same_bytes_and_gzip_run() -> None:
+def test_an_unchanged_family_is_the_same_parts_and_gzip_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    compressed: list[bytes] = []
+    real = deflate._deflate
+
+    def counting(chunk: bytes, level: int) -> bytes:
+        compressed.append(chunk)
+        return real(chunk, level)
+
+    monkeypatch.setattr(deflate, "_deflate", counting)
     r, g = Renderer(), Gzipper(1)
-    first = r.chunks([gauge("x", {("a",): 1.0}), gauge("y", {("b",): 1.0})], True)
-    second = r.chunks([gauge("x", {("a",): 1.0}), gauge("y", {("b",): 2.0})], True)
+    first = r.parts([gauge("x", {("a",): 1.0}), gauge("y", {("b",): 1.0})], True)
+    gz_first = g.gzip(first)
+    second = r.parts([gauge("x", {("a",): 1.0}), gauge("y", {("b",): 2.0})], True)
     assert second[0] is first[0] and second[1] is not first[1]
-    assert gzip.decompress(g.gzip(first)) == b"".join(first)
-    assert gzip.decompress(g.gzip(second)) == b"".join(second)
+    gz_second = g.gzip(second)
+    assert gzip.decompress(gz_first) == b"".join(b"".join(p) for p in first)
+    assert gzip.decompress(gz_second) == b"".join(b"".join(p) for p in second)
+    # x, y and # EOF compressed once each, then only the y that changed
+    assert len(compressed) == 4 and b"y{" in compressed[-1]
 
 
 @pytest.fixture
