@@ -403,6 +403,38 @@ class LabCgroup:
             if weight is not None:
                 _write(os.path.join(self.v2_dir, "cpu.weight"), str(weight))
 
+    # resizing in place (what the kubelet does when a pod's resources change) -----------
+
+    def set_cpu(
+        self,
+        quota_cores: float | None = None,
+        shares: int | None = None,
+        weight: int | None = None,
+        *,
+        period_us: int = CFS_PERIOD_US,
+    ) -> None:
+        """Change the container's CPU limit and/or weight while it runs, in the
+        hierarchy that holds them (v1 ``cpu.cfs_quota_us`` / ``cpu.shares``, or v2
+        ``cpu.max`` / ``cpu.weight``), with the same conversions as :meth:`create`."""
+        if self._removed:
+            raise LabError(f"{self.path} was removed")
+        if shares is not None and weight is not None:
+            raise ValueError("give shares or weight, not both")
+        self._configure(quota_cores, period_us, shares, weight)
+
+    def set_memory(self, memory_max: int, memory_high: int | None = None) -> None:
+        """Change ``memory.max`` (and ``memory.high``) while the container runs: pure
+        cgroup v2 only, like :meth:`create`'s memory limits."""
+        if self._removed:
+            raise LabError(f"{self.path} was removed")
+        if self.layout.mode != "v2":
+            raise LabUnavailable(
+                "memory limits need pure cgroup v2: the labs never touch v1 memory"
+            )
+        _write(os.path.join(self.v2_dir, "memory.max"), str(memory_max))
+        if memory_high is not None:
+            _write(os.path.join(self.v2_dir, "memory.high"), str(memory_high))
+
     # identity ---------------------------------------------------------------------------
 
     @property

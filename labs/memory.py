@@ -421,18 +421,26 @@ class MemoryLabRun:
             out.append(spawn_memory(cg, args, self.seconds))
         return out
 
-    def measure(self) -> dict[str, Any]:
-        """Kernel numbers since the workloads started: per container, and the node's
-        memory PSI some fraction and MemAvailable."""
-        if self._frozen is not None:
+    def mark(self) -> tuple[dict[str, MemCounters], tuple[float, int]]:
+        """The kernel's counters now: pass to :meth:`measure` to measure from here."""
+        cgs = {r: read_counters(cg) for r, cg in self.cgroups.items() if not cg.removed}
+        return cgs, (time.monotonic(), node_memory_some_us())
+
+    def measure(
+        self, since: tuple[dict[str, MemCounters], tuple[float, int]] | None = None
+    ) -> dict[str, Any]:
+        """Kernel numbers since the workloads started (or since a :meth:`mark`): per
+        container, and the node's memory PSI some fraction and MemAvailable."""
+        if self._frozen is not None and since is None:
             return dict(self._frozen)
+        start, node_start = (self._start, self._node_start) if since is None else since
         out: dict[str, Any] = {}
         for role, cg in self.cgroups.items():
-            a = self._start.get(role)
+            a = start.get(role)
             if a is not None and not cg.removed:
                 out[role] = measured(role, a, read_counters(cg)).as_dict()
-        if self._node_start is not None:
-            t0, some0 = self._node_start
+        if node_start is not None:
+            t0, some0 = node_start
             dt = max(time.monotonic() - t0, 1e-9)
             out["node"] = {
                 "memory_some": round((node_memory_some_us() - some0) / 1e6 / dt, 3),

@@ -38,7 +38,7 @@ How a request and a limit reach the kernel (what the kubelet does on a real node
   when something else on the machine is busy (see :meth:`LabRun.host_cores`).
 
 Requests live in the pod spec, not in the cgroup. The **labs-only metadata source** is
-the exporter's ordinary host-mode metadata file (``--metadata-file``,
+the exporter's ordinary host-mode metadata file (``--metadata.file``,
 docs/host-mode.md): while a lab runs, :class:`MetadataFile` adds one entry per lab
 container (``namespace: lab``, ``pod``, ``container``, ``cpu_request``, ``cpu_limit``)
 and removes it when the lab ends. The exporter re-reads the file on change, so the
@@ -80,7 +80,7 @@ SHORT_WINDOW: dict[str, int] = {"windowMinutes": 2, "sustainMinutes": 1}
 
 
 def write_short_window_config(directory: str) -> str:
-    """Write :data:`SHORT_WINDOW` as a thresholds file (``--config``); its path."""
+    """Write :data:`SHORT_WINDOW` as a thresholds file (``--config.file``); its path."""
     path = os.path.join(directory, "thresholds-short-window.yaml")
     with open(path, "w") as f:
         f.write("# contention labs: short window and sustain; every threshold is the default\n")
@@ -267,6 +267,23 @@ LABS: dict[str, Lab] = {
             checks=("limited: throttled ratio near 1, usage near 0.2 cores",),
         ),
         Lab(
+            name="throttled-steady",
+            title="a steady demand above its limit, and the limit that ends the throttling",
+            docs="docs/labs.md#closed-loop-labs",
+            story=(
+                "A service needs a steady 0.6 cores (6 ms of CPU every 10 ms) under a 300m "
+                "limit: its quota runs out in every period and it waits for the next one. "
+                "Unlike the busy loops of throttled, which would take every CPU there is, "
+                "its demand is finite, so the limit cpu-throttled suggests (its average use "
+                "plus the time its quota held it back) can be applied and must end the "
+                "throttling: the closed-loop test applies it."
+            ),
+            boxes=(Box("service", cpu_request=0.3, cpu_limit=0.3, periodic=(6.0, 10.0)),),
+            expect=(Expect("cpu-throttled", "service", None, "critical"),),
+            never=("noisy-neighbor", "cpu-contended"),
+            checks=("service: throttled ratio near 1, usage near 0.3 cores",),
+        ),
+        Lab(
             name="weights",
             title="CPU requests become weights",
             docs="docs/labs.md#what-a-lab-builds",
@@ -391,7 +408,7 @@ def get_lab(name: str) -> Lab:
 
 
 class MetadataFile:
-    """The host-mode metadata file (``--metadata-file``) that gives lab cgroups their
+    """The host-mode metadata file (``--metadata.file``) that gives lab cgroups their
     requests, limits and names. Labs add their entries while they run and remove them
     when they end; writes are atomic (temp file + rename) and serialised with a lock
     file, so concurrent labs sharing one exporter do not lose each other's entries."""
@@ -629,14 +646,21 @@ class LabRun:
             return self.cpu
         return lab_cpu() if self.lab.one_cpu else None
 
-    def measure(self) -> dict[str, Measured]:
-        """Kernel numbers per container since the workloads started (or until they
-        were stopped): CPU used, PSI fractions, throttled ratio."""
-        if self._stop_measured:
+    def mark(self) -> dict[str, Counters]:
+        """The kernel's counters of every container now: pass to :meth:`measure` to
+        measure from here (a closed loop measures from the moment it applied a fix)."""
+        return {r: _counters(cg) for r, cg in self.cgroups.items() if not cg.removed}
+
+    def measure(self, since: Mapping[str, Counters] | None = None) -> dict[str, Measured]:
+        """Kernel numbers per container since the workloads started (or since a
+        :meth:`mark`; until they were stopped): CPU used, PSI fractions, throttled
+        ratio."""
+        if self._stop_measured and since is None:
             return dict(self._stop_measured)
+        start = self._start_counters if since is None else since
         out: dict[str, Measured] = {}
         for role, cg in self.cgroups.items():
-            a = self._start_counters.get(role)
+            a = start.get(role)
             if a is None or cg.removed:
                 continue
             b = _counters(cg)
