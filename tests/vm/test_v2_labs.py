@@ -4,6 +4,10 @@ generated rules → Alertmanager → webhook, all inside the VM lane's guest.
 * ``throttled`` (``cpu.max`` throttling) and ``memory-limit-thrash`` run together: one
   is CPU, the other memory under the container's own limit with the node calm, so
   neither disturbs the other's verdict;
+  then the closed loop (docs/labs.md#closed-loop-labs): memory-limit-thrash's suggested
+  limit is written to ``app``'s ``memory.max`` (``memory.high`` by MemoryQoS), and once
+  the minutes it is judged over all began after the fix, ``/findings`` has nothing for
+  ``app``, its limit events stopped and the refaults with them;
 * ``memory-pressure`` runs alone: it makes the whole guest short of memory.
 
 For each: the **exact** expected findings in ``/findings`` (kind, victim, culprit,
@@ -29,6 +33,7 @@ import pytest
 
 from exporter.findings.thresholds import Thresholds
 from labs.cgroups import LabLayout
+from labs.closed_loop import apply_finding, judged_clear_at
 from labs.exporter_proc import ExporterProcess
 from labs.memory import MemoryLab, MemoryLabRun, get_memory_lab
 from labs.scenarios import (
@@ -55,6 +60,8 @@ from tests.e2e.chain import (
 pytestmark = pytest.mark.vm
 
 LAB_TIMEOUT = 300.0  # expected alerts and /findings must agree within this (TCG is slow)
+CLEAR_GRACE = 45.0  # the closed loop: the guest's pass that folds the minute, under TCG
+CLOSED_LOOP_S = 60.0 * 2 + CLEAR_GRACE  # the rest of the fix's minute, the sustain, the grace
 MIN_LAB_SECONDS = 30.0
 
 
@@ -275,7 +282,7 @@ def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.timeout(LAB_TIMEOUT + 200)
+@pytest.mark.timeout(LAB_TIMEOUT + 200 + CLOSED_LOOP_S)
 def test_throttled_and_memory_limit_thrash(
     exporter: ExporterProcess,
     chain: Chain,
@@ -290,9 +297,11 @@ def test_throttled_and_memory_limit_thrash(
     mem_lab = get_memory_lab("memory-limit-thrash")
     t0 = time.time()
     with (
-        LabRun(cpu_lab, seconds=LAB_TIMEOUT + 60, metadata=metadata, layout=v2_layout) as cpu,
+        LabRun(
+            cpu_lab, seconds=LAB_TIMEOUT + 60 + CLOSED_LOOP_S, metadata=metadata, layout=v2_layout
+        ) as cpu,
         MemoryLabRun(
-            mem_lab, LAB_TIMEOUT + 60, scratch, metadata=metadata, layout=v2_layout
+            mem_lab, LAB_TIMEOUT + 60 + CLOSED_LOOP_S, scratch, metadata=metadata, layout=v2_layout
         ) as mem,
     ):
 
@@ -314,7 +323,9 @@ def test_throttled_and_memory_limit_thrash(
             lab_thresholds,
         )
         numbers = kernel()
+        loop = memory_closed_loop(exporter, mem, state["findings"], lab_thresholds)
     rows = state["findings"]
+    observed.data["memory-limit-thrash-closed-loop"] = loop
     observed.data["throttled"] = {
         "seconds_to_agree": state["seconds_to_agree"],
         "kernel": numbers["throttled"],
@@ -333,6 +344,54 @@ def test_throttled_and_memory_limit_thrash(
     assert app["oom_kills"] == 0, f"the thrashing app was OOM-killed: {app}"
     node_some = numbers["memory-limit-thrash"]["node"]["memory_some"]
     assert node_some < lab_thresholds.node_mem_stall_some, numbers
+    # The closed loop: memory.max raised to the suggestion, the refaults stop.
+    print(json.dumps(loop, indent=1))
+    assert not loop["findings_after"], loop
+    since, tail = loop["kernel_since_fix"]["app"], loop["kernel_last_20s"]["app"]
+    assert since["limit_hits_per_min"] == 0 and since["oom_kills"] == 0, loop
+    assert tail["refaults_per_min"] < lab_thresholds.refault_per_min, loop
+    assert tail["psi_some"] < lab_thresholds.mem_stall_some, loop
+
+
+def memory_closed_loop(
+    exporter: ExporterProcess, run: MemoryLabRun, rows: list[dict[str, Any]], th: Thresholds
+) -> dict[str, Any]:
+    """memory-limit-thrash's suggested limit applied to ``app`` (``memory.max``, and
+    ``memory.high`` by MemoryQoS), then, once the sustain minutes it is judged over
+    all began after the fix: ``/findings`` and the kernel's counters since the fix
+    and over its last 20 s (the file, read back once into the larger limit, stays)."""
+    (row,) = [f for f in rows if f["kind"] == "memory-limit-thrash"]
+    applied = apply_finding(run, row)
+    mark = run.mark()
+    clear_at = judged_clear_at(applied.at, th.sustain_minutes)
+    time.sleep(max(0.0, clear_at - 20 - time.time()))
+    tail = run.mark()
+    time.sleep(max(0.0, clear_at - time.time()))
+    path = run.lab.cgroup_path("app")
+    after: list[dict[str, Any]] = []
+    deadline = clear_at + CLEAR_GRACE
+    while True:
+        status, body = exporter.get("/findings")
+        doc = json.loads(body) if status == 200 else {}
+        after = [f for f in doc.get("findings") or [] if f["victim"].get("cgroup") == path]
+        if (doc.get("evaluated_at") or 0) >= clear_at and not after:
+            break
+        if time.time() > deadline:
+            break
+        time.sleep(2.0)
+    return {
+        "applied": applied.as_dict(),
+        "before": {
+            "severity": row["severity"],
+            "evidence": row["evidence"],
+            "basis": row["suggestion"]["basis"],
+            "remediation": row["remediation"],
+        },
+        "seconds_after_fix": round(time.time() - applied.at, 1),
+        "kernel_since_fix": run.measure(since=mark),
+        "kernel_last_20s": run.measure(since=tail),
+        "findings_after": after,
+    }
 
 
 STALLED = get_memory_lab("memory-limit-thrash-stalled")
