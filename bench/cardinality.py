@@ -91,12 +91,13 @@ class StandInProbe:
 
     def poll(self) -> Any:
         from exporter.probe import RUNQ_SLOTS, BlameCell, ProbeDelta, RunqDelta
+        from exporter.probe.burst import BURST_SLOTS
         from exporter.window import CULPRIT_IDLE, CULPRIT_UNATTRIBUTED
 
         ids = self.tracked
-        delta = ProbeDelta(interval_s=5.0)
+        delta = ProbeDelta(interval_s=5.0, burst_measured=True)
         for i, vid in enumerate(ids):
-            delta.runq[vid] = RunqDelta(counts=[3] * RUNQ_SLOTS, sum_s=0.25)
+            delta.runq[vid] = RunqDelta([3] * RUNQ_SLOTS, 0.25, [2] * BURST_SLOTS, 40)
             row: dict[Any, Any] = {CULPRIT_IDLE: BlameCell(0.01, 1)}
             row[CULPRIT_UNATTRIBUTED] = BlameCell(0.005, 1)
             for k in range(1, 5):

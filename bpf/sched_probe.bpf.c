@@ -38,6 +38,7 @@ const volatile struct probe_knobs knobs SEC(".rodata.knobs") = {
 	.max_pids = 65536,
 	.occupancy = 1,
 	.switch_has_state = 1,
+	.burst = 1,
 };
 
 /* The maps (sched_probe_maps.h) and their access, the libbpf way. Sizes are
@@ -68,6 +69,7 @@ const volatile struct probe_knobs knobs SEC(".rodata.knobs") = {
 #define KNOB_NBOUNDS knobs.nbounds
 #define KNOB_BOUND(i) knobs.bounds_ns[i]
 #define KNOB_MIN_WAIT knobs.min_wait_ns
+#define KNOB_BURST knobs.burst
 
 #include "sched_probe_logic.h"
 
@@ -128,11 +130,22 @@ static __always_inline void became_runnable(struct cpu_stats *st, u32 pid, u64 c
 {
 	struct pid_state *ps = pid_find(pid);
 	u32 slot = slot_of(st, ps, cgroup);
-	if (slot == NO_SLOT)
+	if (slot == NO_SLOT) {
+		if (knobs.burst && ps) /* moved out of a tracked cgroup while counted */
+			burst_leave(ps);
 		return;
+	}
 	if (!ps) /* only tracked tasks get a hashed entry: pids below max_pids need none */
 		ps = pid_insert(st, pid, cgroup, slot);
 	mark_waiting(st, ps, cgroup, slot, since);
+}
+
+/* Task `pid` switched out asleep: no longer running or runnable (burst demand). */
+static __always_inline void went_to_sleep(u32 pid)
+{
+	struct pid_state *ps = pid_find(pid);
+	if (ps)
+		burst_leave(ps);
 }
 
 /* sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next
@@ -152,14 +165,22 @@ int handle_sched_switch(u64 *ctx)
 	u32 prev_pid = prev->pid;
 	u64 prev_cgroup = CULPRIT_IDLE_KEY;
 	if (prev_pid != 0) {
+#ifdef BENCH_NO_PREV_CGROUP /* bench/probe_bench.py --profile only: what the read costs */
+		prev_cgroup = 1;
+#else
 		prev_cgroup = task_cgroup(prev);
+#endif
 		if (prev_runnable(ctx, prev))
 			became_runnable(st, prev_pid, prev_cgroup, now);
 		else if (prev->exit_state & EXIT_ZOMBIE_OR_DEAD)
 			forget_pid(st, prev_pid);
+		else if (knobs.burst)
+			went_to_sleep(prev_pid);
 	}
+#ifndef BENCH_NO_RING /* bench/probe_bench.py --profile only: what the ring costs */
 	if (knobs.occupancy)
 		push_slice(ring, prev_cgroup, now);
+#endif
 
 	/* next: did a tracked task just finish waiting? */
 	u32 next_pid = next->pid;

@@ -34,6 +34,9 @@
 #ifndef RING_SLOTS
 #define RING_SLOTS 256
 #endif
+#ifndef BURST
+#define BURST 1
+#endif
 #ifndef MAX_CGROUPS
 #define MAX_CGROUPS 4096
 #endif
@@ -88,6 +91,7 @@ static __always_inline int blame_insert(void *key, void *value) { return blame.i
 #define KNOB_NBOUNDS RUNQ_NBOUNDS
 #define KNOB_BOUND(i) runq_bounds[i]
 #define KNOB_MIN_WAIT MIN_WAIT_NS
+#define KNOB_BURST BURST
 static const u64 runq_bounds[RUNQ_MAX_BOUNDS] = {RUNQ_BOUNDS_NS};
 
 #include "sched_probe_logic.h"
@@ -137,13 +141,19 @@ TRACEPOINT_PROBE(sched, sched_switch)
 					now = bpf_ktime_get_ns();
 #endif
 					mark_waiting(st, ps, prev_cgroup, slot, now);
+				} else if (BURST && ps) {
+					burst_leave(ps); /* moved out of a tracked cgroup */
 				}
-			} else if (ps && ps->since != 0) {
-				/* Going to sleep, so not waiting: a wakeup that found it
-				 * still running left this (the migration hook must not
-				 * take it for a wait). */
-				ps->since = 0;
-				st->stats[STAT_START_DELETED]++;
+			} else if (ps) {
+				if (BURST)
+					burst_leave(ps); /* asleep: not running nor runnable */
+				if (ps->since != 0) {
+					/* Going to sleep, so not waiting: a wakeup that found
+					 * it still running left this (the migration hook must
+					 * not take it for a wait). */
+					ps->since = 0;
+					st->stats[STAT_START_DELETED]++;
+				}
 			}
 		}
 	}

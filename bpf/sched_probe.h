@@ -22,6 +22,13 @@
 #define RUNQ_MAX_BOUNDS 23
 #define RUNQ_MAX_SLOTS (RUNQ_MAX_BOUNDS + 1)
 
+/* Burst demand: buckets of "threads of the cgroup running or runnable at once", the
+ * finite upper bounds (mirrored by exporter/probe/burst.py: BURST_BOUNDS, checked by
+ * tests/unit/test_probe_decode.py), plus one overflow slot. */
+#define BURST_BOUNDS_LIST 1, 2, 3, 4, 6, 8, 12, 16, 24, 32
+#define BURST_NBOUNDS 10
+#define BURST_SLOTS (BURST_NBOUNDS + 1)
+
 /* Run slices remembered per CPU (occupancy mode): a power of two up to this. */
 #define RING_MAX_SLOTS 256
 
@@ -91,7 +98,8 @@ struct pid_state {
 	u32 victim_slot; /* and that cgroup's histogram slot */
 	u32 slot;        /* cached: the histogram slot of `cgroup`, NO_SLOT if untracked */
 	u32 gen;         /* the tracked-set generation the cache was filled in, or NO_GEN */
-	u32 pad;
+	u32 counted;     /* burst: the epoch of the histogram slot (victim_slot) whose
+			  * `active` counts this task (0: counted nowhere) */
 };
 
 #define NO_SLOT 0xffffffffU
@@ -117,6 +125,17 @@ struct runq_hist {
 	u64 owner;                 /* victim cgroup id (0: slot unassigned) */
 	u64 slots[RUNQ_MAX_SLOTS]; /* events per bucket (not cumulative); unused slots 0 */
 	u64 sum_ns;                /* total wait */
+	/* Burst demand (the burst knob): `active` is a level, the owner's tasks running or
+	 * runnable now, each counted once (pid_state.counted); every time one of them is
+	 * put on a run queue (woken, new, or switched out still runnable) the level then,
+	 * itself included, is one observation in `burst`. `epoch` is unique to each
+	 * assignment of the slot (userspace), so a task counted under a former
+	 * assignment never decrements the new one's level. */
+	u64 active;
+	u32 epoch;
+	u32 pad;
+	u64 burst[BURST_SLOTS];    /* observations per bucket (not cumulative) */
+	u64 burst_sum;             /* sum of the observed levels */
 };
 
 struct blame_key {
@@ -141,6 +160,8 @@ struct probe_knobs {
 	u32 occupancy;                  /* 1: occupancy, 0: last runner */
 	u32 switch_has_state;           /* sched_switch passes prev_state (Linux 5.18+) */
 	u32 use_ktime;                  /* 1: bpf_ktime_get_ns() instead of the rq clock */
+	u32 burst;                      /* 1: count running + runnable tasks (burst demand) */
+	u32 pad;
 };
 
 #endif /* CONTENTION_SCHED_PROBE_H */

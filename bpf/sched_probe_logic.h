@@ -16,6 +16,7 @@
  *   KNOB_NBOUNDS        finite histogram bounds in use (<= RUNQ_MAX_BOUNDS)
  *   KNOB_BOUND(i)       the i-th bound in ns
  *   KNOB_MIN_WAIT       min_wait in ns: shorter waits stay out of the matrix
+ *   KNOB_BURST          1: count each tracked cgroup's running + runnable tasks
  */
 #ifndef CONTENTION_SCHED_PROBE_LOGIC_H
 #define CONTENTION_SCHED_PROBE_LOGIC_H
@@ -91,11 +92,78 @@ static __always_inline void set_cgroup(struct cpu_stats *cs, struct pid_state *p
 	ps->gen = NO_GEN;
 }
 
+/* Burst demand (struct runq_hist: active, burst). The level of a slot counts each task
+ * at most once: a task adds itself when it is put on a run queue and is not counted
+ * there yet, and takes itself off when it goes to sleep, exits, or is next queued in
+ * another cgroup. A task is counted under one slot assignment (its epoch, kept in the
+ * task's entry) and decrements only that one, so a slot reassigned meanwhile, even to
+ * the same cgroup, starts from its own zero. Tasks running when the probe attached
+ * count from their first switch-out. */
+static const u64 burst_bounds[BURST_NBOUNDS] = {BURST_BOUNDS_LIST};
+
+static __always_inline u32 burst_slot(u64 level)
+{
+	u32 slot = BURST_NBOUNDS;
+#pragma clang loop unroll(full)
+	for (u32 i = 0; i < BURST_NBOUNDS; i++) {
+		if (level <= burst_bounds[i]) {
+			slot = i;
+			break;
+		}
+	}
+	return slot;
+}
+
+/* The task of entry `ps` is no longer running or runnable in the slot it was counted in. */
+static __always_inline void burst_leave(struct pid_state *ps)
+{
+	u32 epoch = ps->counted;
+	if (epoch == 0)
+		return;
+	ps->counted = 0;
+	u32 slot = ps->victim_slot;
+	struct runq_hist *h = MAP_LOOKUP(runq, &slot);
+	if (h && h->epoch == epoch)
+		__sync_fetch_and_add(&h->active, -1);
+}
+
+/* The task of entry `ps`, in tracked `cgroup` whose histogram slot is `slot`, is put on
+ * a run queue: counted there (once), and the level now is one observation. Called
+ * before its entry's victim and victim_slot are set to `cgroup` and `slot`. */
+static __always_inline void burst_enter(struct pid_state *ps, u64 cgroup, u32 slot)
+{
+	struct runq_hist *h = MAP_LOOKUP(runq, &slot);
+	if (!h || h->owner != cgroup || h->epoch == 0) {
+		burst_leave(ps);
+		return;
+	}
+	u32 epoch = h->epoch;
+	if (ps->counted != epoch || ps->victim_slot != slot) {
+		burst_leave(ps);
+		__sync_fetch_and_add(&h->active, 1);
+		ps->counted = epoch;
+	}
+	s64 level = (s64)h->active; /* other CPUs' tasks come and go meanwhile: a sample */
+	if (level < 1)
+		level = 1; /* itself, at least */
+	u32 b = burst_slot((u64)level);
+	if (b >= BURST_SLOTS) /* for the verifier */
+		return;
+	/* Plain adds, not atomic ones (two per observation saved): an observation made on
+	 * two CPUs for the same cgroup in the same few nanoseconds may be lost, which a
+	 * sampled distribution can afford; the level above must never drift, so it stays
+	 * atomic. */
+	h->burst[b] += 1;
+	h->burst_sum += (u64)level;
+}
+
 static __always_inline void forget_pid(struct cpu_stats *cs, u32 pid)
 {
 	struct pid_state *ps = pid_find(pid);
 	if (!ps || ps->cgroup == 0)
 		return;
+	if (KNOB_BURST)
+		burst_leave(ps);
 	if (ps->since != 0)
 		cs->stats[STAT_START_DELETED]++;
 	if (pid < KNOB_MAX_PIDS) {
@@ -171,6 +239,8 @@ static __always_inline void mark_waiting(struct cpu_stats *cs, struct pid_state 
 		cs->stats[STAT_FAIL_START]++;
 		return;
 	}
+	if (KNOB_BURST)
+		burst_enter(ps, cgroup, slot);
 	if (ps->since == 0)
 		cs->stats[STAT_START_INSERTED]++;
 	ps->since = now;
@@ -286,8 +356,13 @@ static __always_inline void record_histogram(struct cpu_stats *cs, u32 vslot, u6
 		return;
 	if (slot >= RUNQ_MAX_SLOTS) /* for the verifier */
 		return;
+#ifdef BENCH_PLAIN_ADDS /* bench/probe_bench.py --profile only: what the atomics cost */
+	h->slots[slot] += 1;
+	h->sum_ns += delta;
+#else
 	__sync_fetch_and_add(&h->slots[slot], 1);
 	__sync_fetch_and_add(&h->sum_ns, delta);
+#endif
 	cs->stats[STAT_RUNQ_EVENTS]++;
 }
 

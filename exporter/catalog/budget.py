@@ -1,25 +1,28 @@
 """Series per tracked container, at most, computed from the catalog (docs/metrics.md,
 "Cardinality"; tests/unit/test_cardinality.py measures the same on a node).
 
-The probe's two numbers come from the probe (``exporter.probe``): the run-queue
-histogram's finite bounds and the default K culprits per victim. The catalog takes
-them as arguments so that it imports nothing.
+The probe's numbers come from the probe (``exporter.probe``): each histogram's finite
+bounds (``exporter.probe.burst.HISTOGRAM_BOUNDS``) and the default K culprits per
+victim. The catalog takes them as arguments so that it imports nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 
 from .model import Family, Scope, Type
 
 PER_CONTAINER = (Scope.CONTAINER, Scope.VICTIM)
 
 
-def series(fam: Family, collectors: Collection[str], *, buckets: int) -> int:
-    """Series of ``fam`` for one container, its top-K share aside (``buckets``: the
-    histogram's finite bounds; +Inf, ``_count`` and ``_sum`` come with them)."""
+def series(fam: Family, collectors: Collection[str], *, buckets: Mapping[str, int]) -> int:
+    """Series of ``fam`` for one container, its top-K share aside (``buckets``: each
+    histogram family's finite bounds, by name; +Inf, ``_count`` and ``_sum`` come with
+    them)."""
     if fam.type is Type.HISTOGRAM:
-        return buckets + 3
+        if fam.name not in buckets:
+            raise ValueError(f"no bucket count for the histogram {fam.name}")
+        return buckets[fam.name] + 3
     n = 1
     for lab in fam.labels:
         if lab.every_value:
@@ -28,7 +31,11 @@ def series(fam: Family, collectors: Collection[str], *, buckets: int) -> int:
 
 
 def breakdown(
-    families: Iterable[Family], collectors: Collection[str], *, probe: bool, buckets: int
+    families: Iterable[Family],
+    collectors: Collection[str],
+    *,
+    probe: bool,
+    buckets: Mapping[str, int],
 ) -> list[tuple[Family, int]]:
     """Each family a container can have a series of, with how many; the top-K ones
     are left out (they share one budget: :func:`per_container`)."""
@@ -47,7 +54,7 @@ def per_container(
     collectors: Collection[str],
     *,
     probe: bool,
-    buckets: int,
+    buckets: Mapping[str, int],
     top_k: int,
 ) -> int:
     """At most this many series per tracked container with these collectors on (and

@@ -52,6 +52,21 @@ RUNQUEUE_LATENCY_SECONDS = Family(
     "total wait. Bounds 5, 20, 50, 200 ms and 1 s (0.02 and 0.2 are the findings' "
     "thresholds, exactly); waits longer than 1 s count only in `+Inf`",
 )
+RUNNABLE_THREADS = Family(
+    "contention_runnable_threads",
+    Type.HISTOGRAM,
+    NO_UNIT,
+    "Threads of the cgroup running or runnable at once, observed each time one of them "
+    "is put on a run queue (woken, created or preempted), itself included; _sum is the "
+    "sum of the observed counts.",
+    "probe",
+    Scope.VICTIM,
+    doc="burst demand: how many of its threads were running or runnable (on a CPU or "
+    "queued for one, throttled ones included) at once, observed each time one of them "
+    "is put on a run queue (woken, created or preempted), itself included: per event, "
+    "not per second. Bounds 1, 2, 3, 4, 6, 8, 12, 16, 24, 32 threads; N busy threads "
+    "observe N ([probe.md](probe.md#burst-demand))",
+)
 BLAME_SHARE = Family(
     "contention_blame_ratio",
     GAUGE,
@@ -205,6 +220,7 @@ PROBE_PROGRAM_RUNS = Family(
 
 FAMILIES = (
     RUNQUEUE_LATENCY_SECONDS,
+    RUNNABLE_THREADS,
     BLAME_SHARE,
     WORKLOAD_BLAME_SHARE,
     ANTAGONIST_WAIT_SECONDS,

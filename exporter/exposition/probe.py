@@ -2,7 +2,8 @@
 (families and labels: ``exporter.catalog.probe``).
 
 Per victim (its identity labels, ``Identity.series_labels``): the run-queue histogram
-(cumulative, every bound present: ``probe.histogram.cumulative_buckets``), and its top-K
+(cumulative, every bound present: ``probe.histogram.cumulative_buckets``), the burst
+demand's (``probe.burst``, when the kernel counts it), and its top-K
 culprits' shares, single containers and workloads together (``probe.blame.top_culprits``
 over the pass's blame window: ``findings.aggregates.exported_blame``). Per node: the
 top antagonists (``probe.blame.antagonists``), the unknown share
@@ -27,6 +28,7 @@ from ..probe.blame import (
     top_culprits,
     unknown_blame_ratio,
 )
+from ..probe.burst import BURST_BOUNDS_F
 from ..probe.culprit import ROOT_CGROUP_ID
 from ..probe.histogram import RUNQ_BOUNDS_S, cumulative_buckets
 from ..probe.model import ProbeTotals, RunqHistogram
@@ -58,12 +60,14 @@ def build_probe_families(
     ambiguous: frozenset[Names] = frozenset(),
     caused_total_s: Mapping[int, float] | None = None,
     antagonist_top_k: int = DEFAULT_ANTAGONIST_TOP_K,
+    burst: bool = False,
 ) -> list[Metric]:
     """All probe families of one pass. ``identities`` names culprits (tracked
     containers plus the window's ``others``); ``ambiguous``: names two tracked cgroups
     share in this pass (``identity.ambiguous_names``), which keep their path label;
     ``caused_total_s``: the probe's cumulative wait caused per culprit cgroup id
-    (``ProbeSnapshot.caused``)."""
+    (``ProbeSnapshot.caused``); ``burst``: the kernel counts burst demand
+    (``ProbeSnapshot.burst_measured``), so each victim's is exported."""
     loaded = new(P.PROBE_LOADED)
     loaded.add_metric([status.loader, status.reason], 1.0 if status.loaded else 0.0)
     families: list[Metric] = [loaded]
@@ -71,6 +75,7 @@ def build_probe_families(
         return families
 
     hist = new_histogram(P.RUNQUEUE_LATENCY_SECONDS)
+    threads = new_histogram(P.RUNNABLE_THREADS)
     share = new(P.BLAME_SHARE, top_k=top_k)
     workload = new(P.WORKLOAD_BLAME_SHARE, top_k=top_k)
     windows: list[Mapping[CulpritKey, float]] = []
@@ -86,13 +91,16 @@ def build_probe_families(
         if v.runq is not None:
             buckets = cumulative_buckets(v.runq.counts, bounds_s)
             add_histogram(hist, labels, buckets, v.runq.sum_s)
+            if burst:
+                b = cumulative_buckets(v.runq.burst, BURST_BOUNDS_F)
+                add_histogram(threads, labels, b, float(v.runq.burst_sum))
         windows.append(v.blame_window_s)
         top = top_culprits(v.blame_window_s, identities, v.cgroup_id, top_k, root_ids)
         for b in top.containers:
             add(share, {**labels, **b.culprit.labels(ambiguous)}, b.share)
         for ws in top.workloads:
             add(workload, {**labels, **ws.labels()}, ws.share)
-    families += [hist, share, workload]
+    families += [hist, threads, share, workload] if burst else [hist, share, workload]
 
     antagonist = new(P.ANTAGONIST_WAIT_SECONDS, antagonist_top_k=antagonist_top_k)
     for a in antagonists(by_victim, caused_total_s or {}, identities, antagonist_top_k, root_ids):
@@ -155,4 +163,5 @@ def probe(ctx: Context) -> list[Metric]:
         ambiguous=ctx.ambiguous,
         caused_total_s=p.caused,
         antagonist_top_k=result.antagonist_top_k,
+        burst=p.burst_measured,
     )

@@ -47,6 +47,7 @@ class ProbeKnobs:
     max_pids: int = 65536
     max_blame: int = 32768
     bounds_s: tuple[float, ...] = RUNQ_BOUNDS_S
+    burst: bool = True  # count running + runnable tasks per victim (exporter/probe/burst.py)
 
     def __post_init__(self) -> None:
         if self.attribution not in ATTRIBUTIONS:

@@ -55,6 +55,7 @@ def cflags(knobs: ProbeKnobs, bpf_dir: Path) -> list[str]:
         f"-DATTR_OCCUPANCY={1 if knobs.occupancy else 0}",
         f"-DMIN_WAIT_NS={knobs.min_wait_ns}ULL",
         f"-DRING_SLOTS={knobs.ring_slots}",
+        f"-DBURST={1 if knobs.burst else 0}",
         f"-DMAX_CGROUPS={knobs.max_cgroups}",
         f"-DMAX_PIDS={knobs.max_pids}",
         f"-DMAX_BLAME={knobs.max_blame}",

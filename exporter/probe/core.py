@@ -220,6 +220,7 @@ def _configure(obj: BpfObject, k: ProbeKnobs, switch_has_state: bool, use_ktime:
         k.occupancy,
         switch_has_state,
         use_ktime,
+        k.burst,
     )
     if len(data) < len(packed):
         raise ProbeLoadError(REASON_NO_OBJECT, "the object's knobs are smaller than expected")

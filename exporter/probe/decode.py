@@ -15,6 +15,8 @@ from collections.abc import Iterable, Sequence
 RUNQ_MAX_BOUNDS = 23
 RUNQ_MAX_SLOTS = RUNQ_MAX_BOUNDS + 1
 RING_MAX_SLOTS = 256
+BURST_NBOUNDS = 10  # the burst demand's finite bounds (exporter/probe/burst.py)
+BURST_SLOTS = BURST_NBOUNDS + 1
 
 # Special culprit keys in the kernel.
 IDLE_KEY = 0
@@ -44,8 +46,10 @@ U64 = struct.Struct("<Q")  # tracked keys (victim cgroup id)
 U32 = struct.Struct("<I")  # array keys (runq slot, tracked_gen), tracked values (slot)
 NO_SLOT = 0xFFFFFFFF
 NO_GEN = 0xFFFFFFFF  # a pid entry's cache is valid for no generation
-# struct runq_hist: owner, slots[RUNQ_MAX_SLOTS], sum_ns
-RUNQ_VALUE = struct.Struct(f"<{RUNQ_MAX_SLOTS + 2}Q")
+# struct runq_hist: owner, slots[RUNQ_MAX_SLOTS], sum_ns, active, epoch, pad,
+# burst[BURST_SLOTS], burst_sum
+RUNQ_VALUE = struct.Struct(f"<{RUNQ_MAX_SLOTS + 3}Q2I{BURST_SLOTS + 1}Q")
+RUNQ_EPOCH_OFFSET = (RUNQ_MAX_SLOTS + 3) * 8
 BLAME_KEY = struct.Struct("<QQ")  # struct blame_key: victim, culprit
 BLAME_VALUE = struct.Struct("<QQ")  # struct blame_cell: wait_ns, events
 RUN_SLICE = struct.Struct("<QQQ")
@@ -54,24 +58,32 @@ RUN_SLICE = struct.Struct("<QQQ")
 CPU_RING_SIZE = 8 + 8 + 4 + 4 + RING_MAX_SLOTS * RUN_SLICE.size
 # struct cpu_stats: stats[STAT_COUNT], one per CPU (cpu_stats, a per-CPU array)
 CPU_STATS = struct.Struct(f"<{len(STAT_NAMES)}Q")
-# struct pid_state: cgroup, since, victim, attr_since, victim_slot, slot, gen, pad
+# struct pid_state: cgroup, since, victim, attr_since, victim_slot, slot, gen, counted
 PID_STATE = struct.Struct("<QQQQIIII")
 # struct probe_knobs: bounds_ns[RUNQ_MAX_BOUNDS], min_wait_ns, nbounds, ring_mask,
-# max_pids, occupancy, switch_has_state, use_ktime
-KNOBS = struct.Struct(f"<{RUNQ_MAX_BOUNDS}QQ6I")
+# max_pids, occupancy, switch_has_state, use_ktime, burst, pad
+KNOBS = struct.Struct(f"<{RUNQ_MAX_BOUNDS}QQ8I")
 
 
 def runq_value(raw: bytes, nslots: int) -> tuple[int, tuple[int, ...]]:
-    """A ``struct runq_hist`` -> ``(owner, (slot_0 .. slot_{nslots-1}, sum_ns))``: the
-    victim the histogram slot belongs to, the buckets in use (bounds + overflow), the
-    sum."""
+    """A ``struct runq_hist`` -> ``(owner, (slot_0 .. slot_{nslots-1}, sum_ns,
+    burst_0 .. burst_{BURST_SLOTS-1}, burst_sum))``: the victim the histogram slot
+    belongs to, the wait buckets in use (bounds + overflow) and their sum, then the
+    burst demand's buckets and their sum; all counters (the level ``active`` is not)."""
     vals = RUNQ_VALUE.unpack_from(raw)
-    return vals[0], (*vals[1 : 1 + nslots], vals[-1])
+    sum_ns = vals[1 + RUNQ_MAX_SLOTS]
+    burst = vals[RUNQ_MAX_SLOTS + 5 :]  # after sum_ns, active, epoch, pad
+    return vals[0], (*vals[1 : 1 + nslots], sum_ns, *burst)
 
 
-def runq_initial(owner: int) -> bytes:
-    """The value userspace writes when it assigns a histogram slot: owner, no counts."""
-    return RUNQ_VALUE.pack(owner, *([0] * (RUNQ_MAX_SLOTS + 1)))
+def runq_initial(owner: int, epoch: int) -> bytes:
+    """The value userspace writes when it assigns a histogram slot: owner, the epoch of
+    this assignment (1 .. 2**32-1, never 0), no counts, a level of 0."""
+    if not 0 < epoch < 1 << 32:
+        raise ValueError(f"epoch {epoch} out of range")
+    return RUNQ_VALUE.pack(
+        owner, *([0] * (RUNQ_MAX_SLOTS + 2)), epoch, 0, *([0] * (BURST_SLOTS + 1))
+    )
 
 
 def pid_value(raw: bytes) -> tuple[int, int, int] | None:
@@ -110,6 +122,7 @@ def pack_knobs(
     occupancy: bool,
     switch_has_state: bool,
     use_ktime: bool,
+    burst: bool = True,
 ) -> bytes:
     if not 1 <= len(bounds_ns) <= RUNQ_MAX_BOUNDS:
         raise ValueError(f"1 to {RUNQ_MAX_BOUNDS} histogram bounds, not {len(bounds_ns)}")
@@ -123,4 +136,6 @@ def pack_knobs(
         int(occupancy),
         int(switch_has_state),
         int(use_ktime),
+        int(burst),
+        0,
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..window.model import MinuteFold
+from .decode import BURST_SLOTS
 from .histogram import RUNQ_SLOTS
 from .model import ProbeDelta, ProbeTotals, RunqHistogram
 from .status import ProbeStatus
@@ -50,6 +51,8 @@ class ProbeSnapshot:
     # culprit cgroup id -> run-queue wait it caused to other tracked victims since the
     # exporter started (contention_antagonist_wait_seconds_total; docs/metrics.md)
     caused: dict[int, float] = field(default_factory=dict)
+    # the kernel counts burst demand (RunqHistogram.burst is measured, not just zeros)
+    burst_measured: bool = False
 
 
 class ProbeFolds:
@@ -83,7 +86,7 @@ class ProbeFolds:
             return owned.get(key, key)
 
         if probe.loaded:
-            _zero_when_loaded(live, current)
+            _zero_when_loaded(live, current, delta.burst_measured)
         _fold_runq(delta, current, own)
         _fold_blame(delta, current, own)
         if probe.loaded and pass_number % PRUNE_EVERY_PASSES == 0:
@@ -92,7 +95,11 @@ class ProbeFolds:
         self._cumulate_caused(delta, live, all_ids, own)
         runq = {cid: h.copy() for cid, h in self._hists.items()}
         return ProbeSnapshot(
-            status=probe.status, totals=probe.totals(), runq=runq, caused=dict(self._caused)
+            status=probe.status,
+            totals=probe.totals(),
+            runq=runq,
+            caused=dict(self._caused),
+            burst_measured=probe.loaded and delta.burst_measured,
         )
 
     def _cumulate(self, delta: ProbeDelta, live: set[int], own: Callable[[int], int]) -> None:
@@ -131,14 +138,19 @@ class ProbeFolds:
                 del caused[gone]
 
 
-def _zero_when_loaded(live: set[int], current: Mapping[int, MinuteFold]) -> None:
-    """Loaded but no waits yet is "zero", not "not measured"."""
+def _zero_when_loaded(live: set[int], current: Mapping[int, MinuteFold], burst: bool) -> None:
+    """Loaded but no waits yet is "zero", not "not measured" (burst demand too, when
+    the probe counts it)."""
     for cid in live:
         fold = current.get(cid)
-        if fold is not None and fold.runq_buckets is None:
+        if fold is None:
+            continue
+        if fold.runq_buckets is None:
             fold.runq_buckets = [0] * RUNQ_SLOTS
             fold.runq_sum_s = 0.0
             fold.blame_s = {}
+        if burst and fold.burst_buckets is None:
+            fold.burst_buckets = [0] * BURST_SLOTS
 
 
 def _fold_runq(
@@ -154,6 +166,11 @@ def _fold_runq(
         for i, n in enumerate(rd.counts):
             buckets[i] += n
         fold.runq_sum_s = (fold.runq_sum_s or 0.0) + rd.sum_s
+        # A sub-cgroup's observations count its own threads only (docs/probe.md).
+        burst = fold.burst_buckets
+        if burst is not None:
+            for i, n in enumerate(rd.burst):
+                burst[i] += n
 
 
 def _fold_blame(

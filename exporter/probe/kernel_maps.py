@@ -43,6 +43,7 @@ class TrackedSlots:
         self.slot: dict[int, int] = {}  # victim cgroup id -> slot
         self._free = list(range(capacity - 1, -1, -1))
         self.gen = 1
+        self.epoch = 0  # of the latest slot assignment (bpf/sched_probe.h: runq_hist)
 
     def assign(self, cgroup_id: int) -> int:
         if cgroup_id in self.slot:
@@ -57,6 +58,11 @@ class TrackedSlots:
         s = self.slot.pop(cgroup_id, None)
         if s is not None:
             self._free.append(s)
+
+    def next_epoch(self) -> int:
+        """A number for a new slot assignment, 1 .. 2**32-1 (0: counted nowhere)."""
+        self.epoch = self.epoch + 1 if self.epoch < 0xFFFFFFFF else 1
+        return self.epoch
 
     def next_gen(self) -> int:
         self.gen = self.gen + 1 if self.gen < self.MAX_GEN else 1
@@ -115,7 +121,8 @@ class KernelMaps(ABC):
         # The slot gets its owner (and zero counts) before the victim becomes visible.
         slot = self._slots.assign(cgroup_id)
         try:
-            self._update("runq", U32.pack(slot), runq_initial(cgroup_id))
+            initial = runq_initial(cgroup_id, self._slots.next_epoch())
+            self._update("runq", U32.pack(slot), initial)
             self._update("tracked", U64.pack(cgroup_id), U32.pack(slot))
         except OSError:
             self._slots.release(cgroup_id)
@@ -131,7 +138,8 @@ class KernelMaps(ABC):
         self._update("tracked_gen", U32.pack(0), U32.pack(self._slots.next_gen()))
 
     def read_runq(self) -> dict[int, tuple[int, ...]]:
-        """Victim -> its bucket counts and sum_ns, for victims tracked now."""
+        """Victim -> its wait bucket counts and sum_ns, then its burst bucket counts and
+        their sum (``decode.runq_value``), for victims tracked now."""
         out = {}
         for k, v in self._items("runq"):
             owner, values = runq_value(v, self._nslots)

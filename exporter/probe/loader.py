@@ -92,6 +92,7 @@ class SchedProbe:
         libbpf_name: str | None = None,
         object_path: str | None = None,
         use_ktime: bool = False,
+        burst: bool = True,
     ) -> None:
         if loader not in LOADER_CHOICES:
             raise ValueError(f"loader must be one of {LOADER_CHOICES}, not {loader!r}")
@@ -103,6 +104,7 @@ class SchedProbe:
             max_pids=max_pids,
             max_blame=max_blame,
             bounds_s=tuple(bounds_s),
+            burst=burst,
         )
         self.inputs = LoaderInputs(
             btf_path=btf_path,
@@ -268,9 +270,9 @@ class SchedProbe:
             d_stats = diff_totals(self._prev_stats, stats)
             self._prev_runq, self._prev_blame, self._prev_stats = runq, blame, stats
 
-            delta = ProbeDelta(interval_s=interval)
+            delta = ProbeDelta(interval_s=interval, burst_measured=self.knobs.burst)
             for victim, vals in d_runq.items():
-                rd = runq_delta(vals)
+                rd = runq_delta(vals, len(self.knobs.bounds_s) + 1)
                 delta.runq[victim] = rd
                 self._runq_totals.setdefault(victim, RunqHistogram()).add(rd)
             for (victim, raw), (wait_ns, events) in d_blame.items():

@@ -6,15 +6,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..window.model import CulpritKey
+from .decode import BURST_SLOTS
 from .histogram import RUNQ_SLOTS
+
+
+def _no_burst() -> list[int]:
+    return [0] * BURST_SLOTS
 
 
 @dataclass(slots=True)
 class RunqDelta:
-    """One victim's run-queue waits since the previous poll."""
+    """One victim's run-queue waits since the previous poll, and its burst demand's
+    observations (exporter/probe/burst.py)."""
 
     counts: list[int]  # per bucket, aligned with RUNQ_BOUNDS_S + the overflow bucket
     sum_s: float  # total wait in seconds
+    burst: list[int] = field(default_factory=_no_burst)  # per BURST_BOUNDS + overflow
+    burst_sum: int = 0  # sum of the observed thread counts
 
     @property
     def events(self) -> int:
@@ -23,24 +31,30 @@ class RunqDelta:
 
 @dataclass(slots=True)
 class RunqHistogram:
-    """A victim's cumulative histogram (monotonic across kernel key resets)."""
+    """A victim's cumulative histograms, run-queue wait and burst demand (monotonic
+    across kernel key resets)."""
 
     counts: list[int] = field(default_factory=lambda: [0] * RUNQ_SLOTS)
     sum_s: float = 0.0
+    burst: list[int] = field(default_factory=_no_burst)
+    burst_sum: int = 0
 
     @property
     def events(self) -> int:
         return sum(self.counts)
 
     def add(self, delta: RunqDelta) -> None:
-        if len(delta.counts) != len(self.counts):
+        if len(delta.counts) != len(self.counts) or len(delta.burst) != len(self.burst):
             raise ValueError("bucket layout mismatch")
         for i, c in enumerate(delta.counts):
             self.counts[i] += c
         self.sum_s += delta.sum_s
+        for i, c in enumerate(delta.burst):
+            self.burst[i] += c
+        self.burst_sum += delta.burst_sum
 
     def copy(self) -> RunqHistogram:
-        return RunqHistogram(list(self.counts), self.sum_s)
+        return RunqHistogram(list(self.counts), self.sum_s, list(self.burst), self.burst_sum)
 
 
 @dataclass(slots=True)
@@ -78,6 +92,7 @@ class ProbeDelta:
     unknown_pid_wakeups: int = 0  # wakeups of tasks whose cgroup was not known yet
     ring_short: int = 0  # waits the slice ring did not fully cover (occupancy mode)
     migrated_waits: int = 0  # waits split by a migration (per migration; occupancy mode)
+    burst_measured: bool = False  # the kernel counts burst demand (RunqDelta.burst)
     update_failures: dict[str, int] = field(default_factory=dict)  # per map, this poll
     map_entries: dict[str, int] = field(default_factory=dict)  # occupancy now, per map
     map_capacity: dict[str, int] = field(default_factory=dict)  # max entries, per map
@@ -109,6 +124,14 @@ class ProbeTotals:
         )
 
 
-def runq_delta(values: Sequence[int]) -> RunqDelta:
-    """Kernel histogram value ``(slot_0..slot_n, sum_ns)`` -> RunqDelta."""
-    return RunqDelta(counts=list(values[:-1]), sum_s=values[-1] / 1e9)
+def runq_delta(values: Sequence[int], nslots: int) -> RunqDelta:
+    """Kernel histogram value ``(slot_0 .. slot_{nslots-1}, sum_ns, burst_0 ..
+    burst_{BURST_SLOTS-1}, burst_sum)`` (``decode.runq_value``) -> RunqDelta."""
+    if len(values) != nslots + BURST_SLOTS + 2:
+        raise ValueError(f"{len(values)} histogram values, expected {nslots + BURST_SLOTS + 2}")
+    return RunqDelta(
+        counts=list(values[:nslots]),
+        sum_s=values[nslots] / 1e9,
+        burst=list(values[nslots + 1 : -1]),
+        burst_sum=values[-1],
+    )

@@ -45,6 +45,9 @@ class MinuteFold:
     runq_buckets: list[int] | None = None  # delta counts per bucket (RUNQ_BOUNDS_S + overflow)
     runq_sum_s: float | None = None
     blame_s: dict[CulpritKey, float] | None = None  # wait seconds per culprit key
+    # Burst demand (exporter/probe/burst.py): observations of "threads running or
+    # runnable at once" per bucket (BURST_BOUNDS + overflow); None: not measured
+    burst_buckets: list[int] | None = None
 
     def ratio(self, value_s: float | None) -> float | None:
         """A stall time as a fraction of the minute (``rate()`` over 1m in PromQL)."""

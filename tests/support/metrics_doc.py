@@ -18,7 +18,7 @@ from exporter.catalog import COLLECTORS, DEFAULT_COLLECTORS, FAMILIES, Family, S
 from exporter.catalog.budget import breakdown, per_container
 from exporter.commands.generated_files import sync
 from exporter.probe.blame import DEFAULT_TOP_K
-from exporter.probe.histogram import RUNQ_BOUNDS_S
+from exporter.probe.burst import HISTOGRAM_BOUNDS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = Path("docs/metrics.md")
@@ -27,7 +27,7 @@ BLOCK = re.compile(
     r"(<!-- generated: (?P<name>[a-z-]+) .*?-->\n)(?P<body>.*?)(<!-- end generated -->)", re.S
 )
 OPTIONAL = tuple(c.name for c in COLLECTORS if not c.default)
-BUCKETS = len(RUNQ_BOUNDS_S)
+BUCKETS = HISTOGRAM_BOUNDS
 TIMES = "\N{MULTIPLICATION SIGN}"
 
 
@@ -123,7 +123,10 @@ def cardinality_table() -> str:
     probe = breakdown(FAMILIES, on, probe=True, buckets=BUCKETS)
     victim = [(f, n) for f, n in probe if f.scope is Scope.VICTIM]
     shared = " and ".join(_short(f) for f in FAMILIES if f.top_k)
-    hist = ", ".join(f"{_short(f)} {TIMES}{n}" for f, n in victim)
+    hist = ", ".join(
+        f"{_short(f)} {TIMES}{n} ({BUCKETS[f.name]} bounds, `+Inf`, `_count`, `_sum`)"
+        for f, n in victim
+    )
     with_probe = _budget(on, probe=True)
     base = _budget(on, probe=True, top_k=0)
     each = ", ".join(f"`{c}` +{_budget(on | {c}, probe=True) - with_probe}" for c in OPTIONAL)
@@ -132,8 +135,8 @@ def cardinality_table() -> str:
         ["default, no probe", f"{no_probe}: {listed}"],
         [
             "default, probe loaded",
-            f"**{with_probe}**: the {no_probe}, {hist} ({BUCKETS} bounds, `+Inf`, `_count`, "
-            f"`_sum`), and K = {DEFAULT_TOP_K} culprit shares: the victim's {DEFAULT_TOP_K} "
+            f"**{with_probe}**: the {no_probe}, {hist}, "
+            f"and K = {DEFAULT_TOP_K} culprit shares: the victim's {DEFAULT_TOP_K} "
             f"largest culprits, {shared} together",
         ],
         ["`--probe.top-k K`", f"{base} + K"],

@@ -1,6 +1,6 @@
 """The series budget per container (docs/metrics.md, "Cardinality"), computed from the
 metric catalog (``exporter.catalog.budget``), against what a node exports: by default
-19 per tracked container without the probe, 30 with it (27 + ``--probe.top-k``).
+19 per tracked container without the probe, 43 with it (40 + ``--probe.top-k``).
 
 A small node of ``bench/sampler_bench.py`` (20 containers in pods of two to four,
 named by ``bench/cardinality.py``'s metadata file: each pod is a workload) under a
@@ -24,7 +24,8 @@ from exporter.catalog.budget import per_container
 from exporter.exposition.inputs import Sources
 from exporter.exposition.text import render
 from exporter.findings import load_thresholds
-from exporter.probe import DEFAULT_TOP_K, RUNQ_BOUNDS_S, BlameCell, ProbeConfig
+from exporter.probe import DEFAULT_TOP_K, BlameCell, ProbeConfig
+from exporter.probe.burst import HISTOGRAM_BOUNDS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # as the bench does
 from cardinality import StandInProbe, series_per_cgroup, write_metadata
@@ -35,12 +36,12 @@ EVERY = frozenset(OPTIONAL_COLLECTORS)
 
 def budget(probe: bool, optional: frozenset[str] = frozenset()) -> int:
     on = DEFAULT_COLLECTORS | optional
-    return per_container(FAMILIES, on, probe=probe, buckets=len(RUNQ_BOUNDS_S), top_k=DEFAULT_TOP_K)
+    return per_container(FAMILIES, on, probe=probe, buckets=HISTOGRAM_BOUNDS, top_k=DEFAULT_TOP_K)
 
 
 # What docs/metrics.md's prose and CONTRIBUTING.md promise by default, with the probe:
 # a family that raises the computed budget above it must change them too.
-PROMISED_WITH_PROBE = 30
+PROMISED_WITH_PROBE = 43
 
 
 class BlameEveryone(StandInProbe):
@@ -102,7 +103,8 @@ def exposition(
 
 def test_the_budget_is_what_the_docs_promise() -> None:
     assert budget(probe=True) <= PROMISED_WITH_PROBE
-    assert budget(probe=True) - budget(probe=False) == len(RUNQ_BOUNDS_S) + 3 + DEFAULT_TOP_K
+    histograms = sum(n + 3 for n in HISTOGRAM_BOUNDS.values())
+    assert budget(probe=True) - budget(probe=False) == histograms + DEFAULT_TOP_K
 
 
 def test_series_per_container_within_budget_without_probe(tmp_path: Path) -> None:

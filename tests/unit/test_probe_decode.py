@@ -27,7 +27,18 @@ def layout() -> object:
 def test_struct_sizes_and_offsets(layout) -> None:  # type: ignore[no-untyped-def]
     size, off = layout("runq_hist")
     assert size == d.RUNQ_VALUE.size
-    assert off == {"owner": 0, "slots": 8, "sum_ns": 8 + d.RUNQ_MAX_SLOTS * 8}
+    after = 8 + d.RUNQ_MAX_SLOTS * 8
+    assert off == {
+        "owner": 0,
+        "slots": 8,
+        "sum_ns": after,
+        "active": after + 8,
+        "epoch": after + 16,
+        "pad": after + 20,
+        "burst": after + 24,
+        "burst_sum": after + 24 + d.BURST_SLOTS * 8,
+    }
+    assert off["epoch"] == d.RUNQ_EPOCH_OFFSET
     size, off = layout("blame_key")
     assert size == d.BLAME_KEY.size and off == {"victim": 0, "culprit": 8}
     size, off = layout("blame_cell")
@@ -42,7 +53,7 @@ def test_struct_sizes_and_offsets(layout) -> None:  # type: ignore[no-untyped-de
         "victim_slot": 32,
         "slot": 36,
         "gen": 40,
-        "pad": 44,
+        "counted": 44,
     }
     size, _ = layout("run_slice")
     assert size == d.RUN_SLICE.size
@@ -62,6 +73,8 @@ def test_struct_sizes_and_offsets(layout) -> None:  # type: ignore[no-untyped-de
         "occupancy",
         "switch_has_state",
         "use_ktime",
+        "burst",
+        "pad",
     ]
 
 
@@ -79,10 +92,30 @@ def test_stat_names_mirror_the_header() -> None:
     assert tuple(names) == d.STAT_NAMES
 
 
+def test_burst_bounds_mirror_the_header() -> None:
+    """BURST_BOUNDS_LIST in bpf/sched_probe.h is exporter/probe/burst.py's BURST_BOUNDS."""
+    from pathlib import Path
+
+    from exporter.probe.burst import BURST_BOUNDS
+
+    header = (Path(d.__file__).resolve().parents[2] / "bpf" / "sched_probe.h").read_text()
+    line = next(ln for ln in header.splitlines() if ln.startswith("#define BURST_BOUNDS_LIST"))
+    listed = tuple(int(x) for x in line.split(None, 2)[2].split(","))
+    assert listed == BURST_BOUNDS
+    assert f"#define BURST_NBOUNDS {len(BURST_BOUNDS)}" in header
+
+
 def test_decoders() -> None:
-    raw = struct.pack(f"<{d.RUNQ_MAX_SLOTS + 2}Q", 42, *range(1, d.RUNQ_MAX_SLOTS + 1), 999)
-    assert d.runq_value(raw, 3) == (42, (1, 2, 3, 999))
-    assert d.runq_value(d.runq_initial(7), 2) == (7, (0, 0, 0))
+    burst = tuple(range(100, 100 + d.BURST_SLOTS))
+    raw = d.RUNQ_VALUE.pack(42, *range(1, d.RUNQ_MAX_SLOTS + 1), 999, 5, 77, 0, *burst, 4242)
+    assert d.runq_value(raw, 3) == (42, (1, 2, 3, 999, *burst, 4242))
+    zeros = (0,) * (d.BURST_SLOTS + 1)
+    assert d.runq_value(d.runq_initial(7, 1), 2) == (7, (0, 0, 0, *zeros))
+    initial = d.runq_initial(7, 0xFFFFFFFF)
+    assert struct.unpack_from("<I", initial, d.RUNQ_EPOCH_OFFSET) == (0xFFFFFFFF,)
+    for bad in (0, 1 << 32):
+        with pytest.raises(ValueError, match="epoch"):
+            d.runq_initial(7, bad)
     key, val = d.blame_item(d.BLAME_KEY.pack(5, d.UNATTRIBUTED_KEY), d.BLAME_VALUE.pack(7, 1))
     assert key == (5, d.UNATTRIBUTED_KEY) and val == (7, 1)
     cpu = d.CPU_STATS.pack(*range(len(d.STAT_NAMES)))

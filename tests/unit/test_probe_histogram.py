@@ -85,9 +85,13 @@ def test_core_knobs_carry_the_same_bounds() -> None:
     vals = KNOBS.unpack(raw)
     n = len(RUNQ_BOUNDS_S)
     assert tuple(vals[:n]) == bounds_ns() and all(v == 0 for v in vals[n:RUNQ_MAX_BOUNDS])
-    min_wait, nbounds, ring_mask, max_pids, occ, has_state, ktime = vals[RUNQ_MAX_BOUNDS:]
+    min_wait, nbounds, ring_mask, max_pids, occ, has_state, ktime, burst, pad = vals[
+        RUNQ_MAX_BOUNDS:
+    ]
     assert (min_wait, nbounds, ring_mask, max_pids) == (75_000, n, 31, 65536)
-    assert (occ, has_state, ktime) == (1, 1, 0)
+    assert (occ, has_state, ktime, burst, pad) == (1, 1, 0, 1, 0)
+    off = KNOBS.unpack(pack_knobs(bounds_ns(), 0, 32, 1, True, True, False, burst=False))
+    assert off[RUNQ_MAX_BOUNDS + 7] == 0
     with pytest.raises(ValueError):
         pack_knobs(tuple(range(1, RUNQ_MAX_BOUNDS + 2)), 0, 32, 1, True, True, False)
 

@@ -12,8 +12,11 @@ from exporter.probe.backend import ProbeKnobs
 from exporter.probe.decode import (
     BLAME_KEY,
     BLAME_VALUE,
+    BURST_SLOTS,
     CPU_STATS,
     PID_STATE,
+    RUNQ_EPOCH_OFFSET,
+    RUNQ_MAX_SLOTS,
     RUNQ_VALUE,
     STAT_NAMES,
     U32,
@@ -66,10 +69,14 @@ class DictMaps(KernelMaps):
         raw = self.maps.get("tracked", {}).get(U64.pack(cgroup_id))
         return None if raw is None else int(U32.unpack(raw)[0])
 
+    def epoch(self, slot: int) -> int:
+        raw = self.maps["runq"][U32.pack(slot)]
+        return int(U32.unpack_from(raw, RUNQ_EPOCH_OFFSET)[0])
+
     def record(self, slot: int, bucket: int, n: int, sum_ns: int) -> None:
         vals = list(RUNQ_VALUE.unpack(self.maps["runq"][U32.pack(slot)]))
         vals[1 + bucket] += n
-        vals[-1] += sum_ns
+        vals[1 + RUNQ_MAX_SLOTS] += sum_ns
         self.maps["runq"][U32.pack(slot)] = RUNQ_VALUE.pack(*vals)
 
 
@@ -81,17 +88,26 @@ def test_a_victim_gets_an_owned_zeroed_slot_and_every_change_bumps_the_generatio
     m.track(500)
     slot = m.slot_of(500)
     assert slot is not None and m.gen() == 2
-    assert m.read_runq() == {500: (0,) * (len(KNOBS.bounds_s) + 1) + (0,)}
+    width = len(KNOBS.bounds_s) + 2 + BURST_SLOTS + 1  # waits + sum, burst + sum
+    assert m.read_runq() == {500: (0,) * width}
     m.record(slot, 1, 3, 7000)
     got = m.read_runq()[500]
-    assert got[1] == 3 and got[-1] == 7000 and len(got) == len(KNOBS.bounds_s) + 2
+    nwait = len(KNOBS.bounds_s) + 1
+    assert got[1] == 3 and got[nwait] == 7000 and len(got) == width
+    epoch = m.epoch(slot)
     m.untrack(500)
     assert m.slot_of(500) is None and m.gen() == 3
     # untracked: its counts stay in the kernel, unread, until the slot is reassigned
     assert m.read_runq() == {} and m.delete_runq(500)
     m.track(600)
-    assert m.slot_of(600) == slot and m.read_runq() == {600: (0,) * (len(KNOBS.bounds_s) + 2)}
+    assert m.slot_of(600) == slot and m.read_runq() == {600: (0,) * width}
     assert not m.delete_runq(600)
+    # every assignment has its own epoch, never 0: a task counted in the burst level
+    # under the old one cannot decrement the new one's (bpf/sched_probe.h)
+    assert 0 < epoch < m.epoch(slot)
+    m.untrack(600)
+    m.track(500)
+    assert m.slot_of(500) == slot and m.epoch(slot) > epoch + 1
 
 
 def test_a_full_map_raises_and_gives_the_slot_back() -> None:

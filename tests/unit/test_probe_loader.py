@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from exporter.probe import RUNQ_SLOTS, SchedProbe, core
+from exporter.probe.burst import BURST_SLOTS
 from exporter.probe.loader import STAT_NAMES, UNATTRIBUTED_KEY
 from exporter.probe.status import (
     find_kernel_source,
@@ -199,11 +200,14 @@ class FakeMaps:
         self.stats[cpu][STAT_NAMES.index(name)] += n
 
 
-def hist(slot: int, n: int, sum_ns: int) -> tuple[int, ...]:
+def hist(
+    slot: int, n: int, sum_ns: int, burst: tuple[int, ...] = (0,) * BURST_SLOTS, b_sum: int = 0
+) -> tuple[int, ...]:
+    """A victim's values as the maps read them: wait buckets, sum_ns, burst, its sum."""
     v = [0] * (RUNQ_SLOTS + 1)
     v[slot] = n
     v[-1] = sum_ns
-    return tuple(v)
+    return (*v, *burst, b_sum)
 
 
 def loaded_probe(fake: FakeMaps) -> SchedProbe:
@@ -237,10 +241,13 @@ def test_poll_diffs_and_names_special_culprits() -> None:
 
     # Nothing new: empty delta. Then growth, then a reset (key re-created).
     assert p.poll().runq == {}
-    fake.runq[100] = hist(0, 8, 9_000)
+    fake.runq[100] = hist(0, 8, 9_000, (0, 0, 0, 4) + (0,) * (BURST_SLOTS - 5) + (1,), 50)
     fake.bump("switches", 3)
     d = p.poll()
     assert d.runq[100].counts[0] == 3 and d.context_switches == 3
+    # burst demand: diffed like the wait buckets, after them
+    assert d.burst_measured and d.runq[100].burst[3] == 4 and d.runq[100].burst[-1] == 1
+    assert d.runq[100].burst_sum == 50 and p.runq_totals()[100].burst_sum == 50
     fake.runq[100] = hist(1, 2, 1_000)  # deleted and re-created
     d = p.poll()
     assert d.runq[100].counts[:2] == [0, 2]
