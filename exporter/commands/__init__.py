@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from .. import __version__
-from . import dashboards, demo, diagnose, findings, rules, run
+from . import dashboards, demo, diagnose, findings, rules, run, selftest
 
 
 class Command(NamedTuple):
@@ -61,6 +61,13 @@ COMMANDS = (
         demo.DESCRIPTION,
         demo.add_arguments,
         demo.cmd_demo,
+    ),
+    Command(
+        "selftest",
+        "prove the exporter on this node: a victim, a bully, the finding and its numbers",
+        selftest.DESCRIPTION,
+        selftest.add_arguments,
+        selftest.cmd_selftest,
     ),
 )
 

@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("exporter.probe",),  # scheduler probe: loader, maps, blame, probe folding
     ("exporter.sampler",),  # one pass, the loop, entitlements, snapshot types
     ("exporter.findings",),  # the evaluator and the finding model
+    ("exporter.selftest",),  # the self-test's scene, judged on the window of each pass
     ("exporter.yamlout",),  # the one YAML writer of generated files
     ("exporter.promql", "exporter.rules", "exporter.dashboards"),  # generators
     ("exporter.chart",),  # the Helm chart's templated rules and dashboards

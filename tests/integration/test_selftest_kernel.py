@@ -1,0 +1,126 @@
+"""``contention-exporter selftest`` on the real kernel: it passes, and killed at any
+point (SIGTERM, SIGKILL) it leaves no cgroup and no process behind.
+
+The self-test's cgroups are ``contention-test-selftest-<pid>`` here (the hidden
+``--selftest.cgroup-prefix``), so the suite's own safety rules hold: it touches only
+cgroups it creates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from exporter.cgroupfs.mode import detect
+from exporter.selftest.hosting import EXIT_INTERRUPTED
+from exporter.selftest.report import Report, summary
+
+pytestmark = pytest.mark.kernel
+
+PREFIX = "contention-test-selftest-"
+CLI = [sys.executable, "-m", "exporter", "selftest", "--selftest.cgroup-prefix", PREFIX]
+
+
+def _dirs(pid: int) -> list[Path]:
+    layout = detect()
+    roots = [layout.v2_root, layout.v1_cpu_root if layout.mode.value == "hybrid" else None]
+    return [Path(r) / f"{PREFIX}{pid}" for r in roots if r]
+
+
+def _load_pids(pid: int) -> list[int]:
+    out: list[int] = []
+    for d in _dirs(pid):
+        for procs in d.glob("*/cgroup.procs"):
+            out += [int(x) for x in procs.read_text().split()]
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie is gone for our purpose
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _started(p: subprocess.Popen[bytes], timeout: float = 60.0) -> list[int]:
+    """The load PIDs once the victim, the bully and the limited one run."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert p.poll() is None, "the self-test ended before its load started"
+        pids = _load_pids(p.pid)
+        if len(pids) >= 3:
+            return pids
+        time.sleep(0.2)
+    raise AssertionError("the self-test's load did not start")
+
+
+def _gone(pid: int, load: list[int], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = [d for d in _dirs(pid) if d.exists()]
+        alive = [x for x in load if _alive(x)]
+        if not left and not alive:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"left behind: cgroups {left}, processes {alive}")
+
+
+def test_selftest_passes_on_this_node() -> None:
+    r = subprocess.run([*CLI, "--json"], capture_output=True, timeout=300)
+    assert r.stdout, r.stderr.decode()[-2000:]
+    report = json.loads(r.stdout)
+    sys.stderr.write(summary(Report.from_dict(report)))  # what the command prints
+    assert report["probe_loaded"], report["probe"]
+    checks = {c["name"]: c for c in report["checks"]}
+    assert checks["noisy-neighbor"]["ok"], checks["noisy-neighbor"]
+    assert checks["blame share"]["ok"], (report["blame_share"], report["truth_share"])
+    assert abs(report["blame_share"] - report["truth_share"]) <= 0.10
+    if checks["cpu-throttled"]["skipped"] is None:
+        assert checks["cpu-throttled"]["ok"], checks["cpu-throttled"]
+    assert report["left_behind"] == []
+    assert report["passed"] and r.returncode == 0
+    assert report["duration_s"] <= 240
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_killed_selftest_leaves_nothing_behind(sig: signal.Signals) -> None:
+    """SIGTERM: it cleans up and exits 130. SIGKILL: nothing can run in it, so the load
+    dies by PR_SET_PDEATHSIG and the watchdog removes the cgroups."""
+    p = subprocess.Popen([*CLI, "--no-probe"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        load = _started(p)
+        p.send_signal(sig)
+        rc = p.wait(30)
+        _gone(p.pid, load)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert rc == (EXIT_INTERRUPTED if sig == signal.SIGTERM else -signal.SIGKILL)
+
+
+def test_killed_load_process_fails_the_run_and_is_cleaned_up() -> None:
+    """A load process killed from outside: the run says so, fails, and cleans up."""
+    p = subprocess.Popen([*CLI, "--no-probe", "--json"], stdout=subprocess.PIPE)
+    try:
+        load = _started(p)
+        victim = [int(x) for x in (_dirs(p.pid)[0] / "victim" / "cgroup.procs").read_text().split()]
+        os.kill(victim[0], signal.SIGKILL)  # the self-test's own victim process
+        out, _ = p.communicate(timeout=60)
+        _gone(p.pid, load)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    report = json.loads(out)
+    assert p.returncode == 1 and not report["passed"]
+    assert any("died early" in x for x in report["problems"]), report["problems"]
