@@ -170,6 +170,7 @@ class Tree:
     procfs: Path
     containers: list[str] = field(default_factory=list)  # cgroup paths ("/kubepods.slice/...")
     other_tracked: list[str] = field(default_factory=list)  # system units, user slices
+    moving: list[str] = field(default_factory=list)  # containers whose counters move
     directories: int = 0
     files: int = 0
 
@@ -257,7 +258,21 @@ def build_tree(root: Path, containers: int = 1000, cpus: int = 32, seed: int = 4
         "MemAvailable:   120923390 kB\nBuffers:          211204 kB\nCached:          2727570 kB\n"
     )
     tree.files += 5
+    tree.moving = _running(tree.containers)
     return tree
+
+
+def _running(containers: list[str]) -> list[str]:
+    """The apps, whose counters move: every container but each pod's first (the pause
+    sandbox, which sleeps)."""
+    seen: set[str] = set()
+    out = []
+    for path in containers:
+        pod = path.rsplit("/", 1)[0]
+        if pod in seen:
+            out.append(path)
+        seen.add(pod)
+    return out
 
 
 @contextlib.contextmanager
@@ -272,6 +287,55 @@ def tmpfs_dir(keep: bool = False) -> Iterator[Path]:
             print(f"kept the tree at {d}", file=sys.stderr)
         else:
             shutil.rmtree(d, ignore_errors=True)
+
+
+def _bump(text: str, key: str, by: int) -> str:
+    """``text`` with the number after the first ``key`` raised by ``by``."""
+    i = text.index(key) + len(key)
+    j = i
+    while j < len(text) and text[j].isdigit():
+        j += 1
+    return text[:i] + str(int(text[i:j]) + by) + text[j:]
+
+
+def move_counters(sysfs: Path, moving: list[str], step: int) -> None:
+    """What a busy node's pass sees: each running container's CPU time, CPU stall,
+    memory use and page faults moved since the last pass (files rewritten in the
+    kernel's format; untimed). The sandboxes do not move, as on a real node."""
+    cg = sysfs / "fs" / "cgroup"
+    for n, rel in enumerate(moving):
+        d = cg / rel.lstrip("/")
+        by = 1000 + (n * 7919 + step * 104729) % 400_000  # up to 0.4 s of CPU per pass
+        for name, key, k in (
+            ("cpu.stat", "usage_usec ", by),
+            ("cpu.pressure", "total=", by // 20),
+            ("memory.current", "", 4096 * (1 + step % 3)),
+            ("memory.stat", "pgfault ", 1 + n % 50),
+        ):
+            f = d / name
+            text = f.read_text()
+            f.write_text(_bump(text, key, k) if key else f"{int(text) + k}\n")
+
+
+def tree_from(root: Path) -> Tree:
+    """A tree built by an earlier run (``--use-tree``): its lists from ``tree.json``."""
+    doc = json.loads((root / "tree.json").read_text())
+    return Tree(
+        root=root,
+        sysfs=root / "sys",
+        procfs=root / "proc",
+        containers=doc["containers"],
+        other_tracked=doc["other_tracked"],
+        moving=doc["moving"],
+        directories=doc["directories"],
+        files=doc["files"],
+    )
+
+
+def save_tree(tree: Tree) -> None:
+    doc = {k: getattr(tree, k) for k in ("containers", "other_tracked", "moving")}
+    doc.update(directories=tree.directories, files=tree.files)
+    (tree.root / "tree.json").write_text(json.dumps(doc))
 
 
 # --- measurements --------------------------------------------------------------------------
@@ -317,11 +381,13 @@ def _us(v: float) -> float:
     return round(v * 1e6, 2)
 
 
-def measure_in_process(tree: Tree, passes: int, interval: float) -> dict[str, Any]:
-    """Sampler vs floor, breakdown, render, RSS: all in this process."""
+def measure_in_process(tree: Tree, passes: int, interval: float, busy: bool) -> dict[str, Any]:
+    """Sampler vs floor, breakdown, render, RSS: all in this process. ``busy``: the
+    running containers' counters move before every pass (``move_counters``)."""
     rss_before = _status_kb("self", "VmRSS")
     from exporter.cgroupfs import mode
     from exporter.cgroupfs.discovery import walk
+    from exporter.cgroupfs.reader import CgroupReader
     from exporter.sampler import Sampler
 
     facts = mode.detect(str(tree.sysfs), str(tree.procfs))
@@ -338,14 +404,17 @@ def measure_in_process(tree: Tree, passes: int, interval: float) -> dict[str, An
     floor = floor_loop(floor_paths)
     floor()  # warm the dentry cache like the sampler's first pass did
 
-    reader = sampler.reader
+    # The read part has a reader of its own: the sampler's keeps what it read (the
+    # parsed files of its last pass), which this part must not fill for it.
+    reader = CgroupReader(facts)
+    begin = getattr(reader, "begin_pass", lambda: None)  # none before issue 28
 
     def walk_all() -> None:
         for _ref in walk(v2):
             pass
 
     def read_all() -> None:
-        assert reader is not None
+        begin()
         for p in tracked:
             reader.read(p)
 
@@ -362,7 +431,9 @@ def measure_in_process(tree: Tree, passes: int, interval: float) -> dict[str, An
 
     wall: dict[str, list[float]] = {k: [] for k in (*parts, "sampler")}
     cpu: dict[str, list[float]] = {k: [] for k in (*parts, "sampler")}
-    for _ in range(passes):
+    for step in range(passes):
+        if busy:
+            move_counters(tree.sysfs, tree.moving, step)
         for name, fn in parts.items():
             w, c = _timed(fn)
             wall[name].append(w)
@@ -385,6 +456,8 @@ def measure_in_process(tree: Tree, passes: int, interval: float) -> dict[str, An
     gc.collect()
 
     return {
+        "busy": busy,
+        "moving_containers": len(tree.moving) if busy else 0,
         "tracked_cgroups": n_tracked,
         "containers": n_containers,
         "files_per_cgroup": len(V2_FILES),
@@ -436,7 +509,12 @@ class SimClock:
 
 
 def measure_scrape_path(
-    tree: Tree, interval: float, scrape_intervals: tuple[int, ...], minutes: int
+    tree: Tree,
+    interval: float,
+    scrape_intervals: tuple[int, ...],
+    minutes: int,
+    busy: bool,
+    plans: tuple[str, ...] = ("today", "every-pass", "pass", "scrape"),
 ) -> dict[str, Any]:
     """Side by side on one warmed-up agent (a full window):
 
@@ -461,13 +539,22 @@ def measure_scrape_path(
         probe=ProbeConfig(enabled=False),
     )
     warm = Agent(cfg, th)
+    steps = [0]
+
+    def move() -> None:  # before each pass, untimed
+        if busy:
+            steps[0] += 1
+            move_counters(tree.sysfs, tree.moving, steps[0])
+
+    warm.move = move  # type: ignore[attr-defined]  # the measurements below call it
     for _ in range(int(th.window_minutes * 60 / interval) + 2):  # a full window
         now += interval
+        move()
         warm.run_pass(now=now)
     today, now = _measure_today(warm, interval, now)
-    parts = _measure_parts(warm, interval, now)
+    parts, now = _measure_parts(warm, interval, now)
     now += interval
-    modes = _measure_render_modes(warm, interval, now, scrape_intervals, minutes)
+    modes = _measure_render_modes(warm, interval, now, scrape_intervals, minutes, plans)
     warm.close()
     return {"interval_s": interval, "today": today, "parts": parts, "modes": modes}
 
@@ -487,6 +574,7 @@ def _measure_today(warm: Any, interval: float, now: float) -> tuple[dict[str, An
     walls, cpus = [], []
     for _ in range(5):
         now += interval
+        warm.move()
         w0, c0 = time.perf_counter(), time.thread_time()
         warm.evaluate(warm.sampler.run_once(now=now))
         walls.append(time.perf_counter() - w0)
@@ -496,35 +584,29 @@ def _measure_today(warm: Any, interval: float, now: float) -> tuple[dict[str, An
     return today, now
 
 
-def _measure_parts(warm: Any, interval: float, now: float) -> dict[str, float]:
-    """The parts of the new path, each on its own: families, renders, gzip levels."""
+def _measure_parts(warm: Any, interval: float, now: float) -> tuple[dict[str, float], float]:
+    """The parts of a pass's exposition as the exporter serves them, each pass rendered
+    after the last (what a render keeps from the last one counts): the families, then
+    OpenMetrics gzipped (what Prometheus asks for), then text (curl). Medians of 5."""
     import gzip
 
-    from exporter.exposition.registry import pass_families
-    from exporter.exposition.text import render
-
-    pub = warm.run_pass(now=now + interval)
-    result = pub.result
-    parts: dict[str, float] = {}
-    for name, fn in (
-        ("families", lambda: pass_families(result, warm.exposition.sources)),
-        ("render_text", lambda: render(pub.families())),
-        ("render_openmetrics", lambda: render(pub.families(), openmetrics=True)),
-    ):
-        cs = [_timed(fn)[1] for _ in range(3)]
-        parts[name + "_cpu_ms"] = _ms(statistics.median(cs))
-    om = render(pub.families(), openmetrics=True)
-    for level in (1, 6, 9):
-        cs = []
-        for _ in range(3):
-            c0 = time.thread_time()
-            gzip.compress(om, level, mtime=0)
-            cs.append(time.thread_time() - c0)
-        parts[f"gzip{level}_cpu_ms"] = _ms(statistics.median(cs))
-        parts[f"gzip{level}_bytes"] = len(gzip.compress(om, level, mtime=0))
+    got: dict[str, list[float]] = {"families": [], "render_om_gzip": [], "render_text": []}
+    om = gz = b""
+    for _ in range(5):
+        now += interval
+        warm.move()
+        pub = warm.run_pass(now=now)
+        got["families"].append(_timed(pub.families)[1])
+        c0 = time.thread_time()
+        gz = pub.metrics(True, True).body
+        got["render_om_gzip"].append(time.thread_time() - c0)
+        got["render_text"].append(_timed(lambda: pub.metrics(False, False))[1])  # noqa: B023
+        om = gzip.decompress(gz)
+    parts = {f"{k}_cpu_ms": _ms(statistics.median(v)) for k, v in got.items()}
     parts["openmetrics_bytes"] = len(om)
+    parts["gzip_bytes"] = len(gz)
     parts["series"] = sum(1 for line in om.splitlines() if line and not line.startswith(b"#"))
-    return parts
+    return parts, now
 
 
 def _today_app(latest: list[Any], sources: Any) -> Any:
@@ -544,7 +626,12 @@ def _today_app(latest: list[Any], sources: Any) -> Any:
 
 
 def _measure_render_modes(
-    a: Any, interval: float, t: float, scrape_intervals: tuple[int, ...], minutes: int
+    a: Any,
+    interval: float,
+    t: float,
+    scrape_intervals: tuple[int, ...],
+    minutes: int,
+    wanted: tuple[str, ...],
 ) -> dict[str, Any]:
     """One agent (its window full) serving each way in turn, in simulated time: a pass
     every ``interval`` s, a Prometheus scrape mid-way between two passes. ``today``:
@@ -568,6 +655,8 @@ def _measure_render_modes(
         ("scrape", "scrape", True),
     )
     for label, render_mode, predict in plans:
+        if label not in wanted:
+            continue
         if label == "today":
             app, run_pass = _today_app(latest, sources), today_pass
         else:
@@ -588,6 +677,7 @@ def _measure_render_modes(
                 measured = i >= warm_up
                 t += interval
                 sim.now += interval
+                a.move()
                 c0 = time.thread_time()
                 run_pass(t)
                 if measured:
@@ -739,38 +829,24 @@ def print_table(r: dict[str, Any]) -> None:
 
 
 def print_scrape_path(sp: dict[str, Any]) -> None:
-    t, p = sp["today"], sp["parts"]
+    p = sp["parts"]
     iv = sp["interval_s"]
     print(f"\nthe scrape path (one pass every {iv:g} s; CPU is this process's thread time)")
     print(f"  families of a pass                      {p['families_cpu_ms']:7.1f} ms CPU")
+    print(
+        f"  render, OpenMetrics + gzip              {p['render_om_gzip_cpu_ms']:7.1f} ms CPU"
+        f"  ({p['openmetrics_bytes'] / 1024:.0f} KiB -> {p['gzip_bytes'] / 1024:.0f} KiB)"
+    )
     print(f"  render, text 0.0.4                      {p['render_text_cpu_ms']:7.1f} ms CPU")
-    print(f"  render, OpenMetrics                     {p['render_openmetrics_cpu_ms']:7.1f} ms CPU")
-    for lv in (1, 6, 9):
-        kib = p[f"gzip{lv}_bytes"] / 1024
-        print(f"  gzip level {lv} of {p['openmetrics_bytes'] / 1024:.0f} KiB".ljust(42), end="")
-        print(f"{p[f'gzip{lv}_cpu_ms']:7.1f} ms CPU  -> {kib:.0f} KiB")
     print(f"  {p['series']} series")
-    print("\n                                     pass CPU   scrape (server side)  scrape CPU")
-    tp = t["prometheus"]
-    print(
-        f"  today (families + generate_latest + gzip 9 per scrape, Prometheus headers):\n"
-        f"  {'':34} {t['pass_cpu_ms']:6.1f} ms   {tp['scrape_ms']:7.1f} ms"
-        f"          {tp['scrape_cpu_ms']:6.1f} ms   ({tp['bytes'] / 1024:.0f} KiB)"
-    )
-    tp = t["plain"]
-    print(
-        f"  today, plain text (curl):{'':10} {'':9} {tp['scrape_ms']:7.1f} ms"
-        f"          {tp['scrape_cpu_ms']:6.1f} ms   ({tp['bytes'] / 1024:.0f} KiB)"
-    )
-    new_render = p["families_cpu_ms"] + p["render_openmetrics_cpu_ms"] + p["gzip1_cpu_ms"]
-    new_scrape = sp["modes"].get("pass/15s", {}).get("scrape_ms_median", 0.0)
-    print(
-        "\n  one pass + one Prometheus scrape (CPU): "
-        f"today {t['pass_cpu_ms'] + t['prometheus']['scrape_cpu_ms']:.0f} ms "
-        f"(pass {t['pass_cpu_ms']:.0f} + scrape {t['prometheus']['scrape_cpu_ms']:.0f}); "
-        f"now {t['pass_cpu_ms'] + new_render + new_scrape:.0f} ms "
-        f"(pass {t['pass_cpu_ms']:.0f} + render {new_render:.0f} + scrape {new_scrape:.2f})"
-    )
+    t = sp.get("today")
+    if t:
+        tp = t["prometheus"]
+        print(
+            "\n  before the render-per-pass change (families + generate_latest + gzip 9 per"
+            f" scrape): pass {t['pass_cpu_ms']:.1f} ms CPU, Prometheus scrape"
+            f" {tp['scrape_cpu_ms']:.1f} ms CPU, curl {t['plain']['scrape_cpu_ms']:.1f} ms"
+        )
     print(
         "\n  per minute, passes + Prometheus scrapes    CPU ms/min   of which scrapes"
         "   scrape median / max"
@@ -778,7 +854,7 @@ def print_scrape_path(sp: dict[str, Any]) -> None:
     for key, m in sp["modes"].items():
         mode, every = key.split("/")
         label = {
-            "today": "today: render per scrape",
+            "today": "generate_latest per scrape",
             "every-pass": "render every pass",
             "pass": "render before a scrape",
             "scrape": "render on 1st scrape",
@@ -788,6 +864,78 @@ def print_scrape_path(sp: dict[str, Any]) -> None:
             f"   {m['scrape_cpu_ms_per_min']:16.0f}"
             f"   {m['scrape_ms_median']:9.2f} / {m['scrape_ms_max']:.2f} ms"
         )
+
+
+def run_rss_child(tree: Tree, interval: float, busy: bool) -> dict[str, Any]:
+    """In a fresh process: the modules the exporter loads, its agent over a full window
+    (65 passes, simulated time) with a Prometheus scrape every 15 s through the
+    exporter's own WSGI app (default render mode): RSS then, and its peak."""
+    import importlib
+
+    importlib.import_module("exporter.commands.run")  # what the exporter process loads
+    from exporter.agent import Agent, AgentConfig
+    from exporter.findings import load_thresholds
+    from exporter.probe import ProbeConfig
+    from exporter.server import App
+
+    cfg = AgentConfig(
+        sysfs=str(tree.sysfs),
+        procfs=str(tree.procfs),
+        sample_interval=interval,
+        probe=ProbeConfig(enabled=False),
+    )
+    a = Agent(cfg, load_thresholds())
+    sim = SimClock()
+    a.exposition.clock = sim
+    app = App(a.exposition, a.facts, interval, a.status)
+    now = 1_800_000_000.0
+    for i in range(int(5 * 60 / interval) + 2):
+        if busy:
+            move_counters(tree.sysfs, tree.moving, i)
+        now += interval
+        sim.now += interval
+        a.run_pass(now=now)
+        if i % 3 == 1:
+            sim.now += interval / 2
+            _wsgi_get(app, PROMETHEUS_HEADERS)
+            sim.now -= interval / 2
+    gc.collect()
+    out = {"rss_kb": _status_kb("self", "VmRSS"), "rss_peak_kb": _status_kb("self", "VmHWM")}
+    a.close()
+    return out
+
+
+def _child(args: list[str], exporter_root: str | None = None) -> dict[str, Any]:
+    """This script in a fresh process (``--exporter-root``: another revision's code)."""
+    import subprocess
+
+    extra = ["--exporter-root", exporter_root] if exporter_root else []
+    proc = subprocess.run(
+        [sys.executable, __file__, *args, *extra, "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"bench child {args} failed:\n{proc.stderr[-3000:]}")
+    out: dict[str, Any] = json.loads(proc.stdout)
+    return out
+
+
+@contextlib.contextmanager
+def revision_sources(rev: str) -> Iterator[str]:
+    """``rev``'s ``exporter/`` in a temporary directory (``git archive``: nothing checked
+    out, the repository unchanged)."""
+    import subprocess
+
+    with tempfile.TemporaryDirectory(prefix="sampler-bench-") as src:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", "--format=tar", rev, "exporter"],
+            check=True,
+            capture_output=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", src], input=archive, check=True)
+        yield src
 
 
 def _fs_type(path: Path) -> str:
@@ -801,7 +949,63 @@ def _fs_type(path: Path) -> str:
     return f"{fstype} ({best})"
 
 
-def main(argv: list[str] | None = None) -> int:
+# Issue 28's targets at 1,000 containers, a pass every 5 s, a scrape every 15 s.
+TARGETS = {"pass_over_floor": 1.6, "render_ms": 30.0, "cpu_ms_per_min": 1200.0, "rss_mb": 60.0}
+
+
+def summary(r: dict[str, Any]) -> dict[str, float | None]:
+    """The figures the targets are about, from one measurement."""
+    sp = r.get("scrape_path", {})
+    per_min = sp.get("modes", {}).get("pass/15s", {}).get("cpu_ms_per_min")
+    parts = sp.get("parts", {})
+    rss = r.get("rss_child", {}).get("rss_kb")
+    return {
+        "pass_cpu_ms": r["sampler_pass_cpu_ms"],
+        "floor_cpu_ms": r["floor_pass_cpu_ms"],
+        "pass_over_floor": r["ratio_cpu"],
+        "families_ms": parts.get("families_cpu_ms"),
+        "render_ms": parts.get("render_om_gzip_cpu_ms"),
+        "cpu_ms_per_min": per_min,
+        "rss_mb": round(rss / 1024, 1) if rss else None,
+        "rss_peak_mb": round(r["rss_child"]["rss_peak_kb"] / 1024, 1) if rss else None,
+    }
+
+
+def print_summary(after: dict[str, Any], before: dict[str, Any] | None, rev: str) -> None:
+    a, b = summary(after), summary(before) if before else None
+    rows = (
+        ("pass_cpu_ms", "a pass (Sampler.run_once), CPU ms", None),
+        ("floor_cpu_ms", "its read floor, CPU ms", None),
+        ("pass_over_floor", "pass / floor", "pass_over_floor"),
+        ("families_ms", "families of a pass, CPU ms", None),
+        ("render_ms", "a render: OpenMetrics + gzip, CPU ms", "render_ms"),
+        ("cpu_ms_per_min", "CPU per minute (5 s passes, 15 s scrapes), ms", "cpu_ms_per_min"),
+        ("rss_mb", "RSS after a full window, MB", "rss_mb"),
+        ("rss_peak_mb", "  its peak, MB", None),
+    )
+    busy = (
+        f"{after['moving_containers']} running containers' counters moving"
+        if after["busy"]
+        else "no counter moving"
+    )
+    print(f"\nissue 28 targets, side by side ({busy}; before = {rev}, after = this checkout)")
+    print(f"  {'':48} {'before':>9} {'after':>9} {'after/before':>13} {'target':>8}  met")
+
+    def fmt(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.2f}" if v < 10 else f"{v:.0f}"
+
+    for key, label, target in rows:
+        av, bv = a[key], b[key] if b else None
+        ratio = f"{av / bv:.2f}x" if av is not None and bv else ""
+        goal = TARGETS.get(target or "")
+        met = "" if goal is None or av is None else ("yes" if av <= goal else "NO")
+        print(
+            f"  {label:48} {fmt(bv):>9} {fmt(av):>9} {ratio:>13} "
+            f"{fmt(goal) if goal else '':>8}  {met}"
+        )
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--containers", type=int, default=1000)
     ap.add_argument(
@@ -814,36 +1018,86 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--minutes", type=int, default=3, help="simulated minutes per render mode (default 3)"
     )
+    ap.add_argument(
+        "--still",
+        action="store_true",
+        help="no counter moves between passes (default: every running container's do)",
+    )
+    ap.add_argument(
+        "--compare-with",
+        metavar="REV",
+        help="also measure REV's exporter/ (git archive) on the same tree, side by side",
+    )
+    ap.add_argument("--plans", default="today,every-pass,pass,scrape", help=argparse.SUPPRESS)
+    ap.add_argument("--use-tree", help=argparse.SUPPRESS)  # a tree an earlier run built
+    ap.add_argument("--exporter-root", help=argparse.SUPPRESS)  # import exporter from here
+    ap.add_argument("--rss-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--no-exporter", action="store_true", help="skip the exporter process")
     ap.add_argument(
         "--floor-only", action="store_true", help="only build the tree and time the floor"
     )
     ap.add_argument("--keep", action="store_true", help="keep the tree (path on stderr)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    a = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
-    with tmpfs_dir(a.keep) as d:
+
+def _floor_only(tree: Tree, passes: int) -> dict[str, Any]:
+    cg = tree.sysfs / "fs" / "cgroup"
+    tracked = tree.containers + tree.other_tracked
+    run = floor_loop([f"{cg}{p}/{name}" for p in tracked for name in V2_FILES])
+    run()
+    ts = []
+    for _ in range(passes):
+        t = time.perf_counter()
+        run()
+        ts.append(time.perf_counter() - t)
+    med = statistics.median(ts)
+    out = {"tracked_cgroups": len(tracked), "floor_pass_ms": _ms(med)}
+    out["floor_per_cgroup_us"] = _us(med / len(tracked))
+    return out
+
+
+def _measure(tree: Tree, a: argparse.Namespace) -> dict[str, Any]:
+    """Everything measured in this process and its RSS child, for the code it imports."""
+    import exporter
+
+    busy = not a.still
+    result = measure_in_process(tree, a.passes, a.interval, busy)
+    plans = tuple(a.plans.split(","))
+    result["scrape_path"] = measure_scrape_path(tree, a.interval, (15, 30), a.minutes, busy, plans)
+    child = ["--rss-child", "--use-tree", str(tree.root), "--interval", str(a.interval)]
+    result["rss_child"] = _child(child + (["--still"] if a.still else []), a.exporter_root)
+    result["_exporter"] = str(Path(exporter.__file__).parent)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _args(argv)
+    if a.exporter_root:  # another revision's code, before anything imports exporter
+        sys.path.insert(0, a.exporter_root)
+    where = contextlib.nullcontext(Path(a.use_tree)) if a.use_tree else tmpfs_dir(a.keep)
+    with where as d:
         t0 = time.perf_counter()
-        tree = build_tree(d, a.containers)
+        tree = tree_from(d) if a.use_tree else build_tree(d, a.containers)
+        if not a.use_tree:
+            save_tree(tree)
         build_s = time.perf_counter() - t0
+        if a.rss_child:
+            print(json.dumps(run_rss_child(tree, a.interval, not a.still)))
+            return 0
         if a.floor_only:
-            cg = tree.sysfs / "fs" / "cgroup"
-            tracked = tree.containers + tree.other_tracked
-            paths = [f"{cg}{p}/{name}" for p in tracked for name in V2_FILES]
-            run = floor_loop(paths)
-            run()
-            ts = []
-            for _ in range(a.passes):
-                t = time.perf_counter()
-                run()
-                ts.append(time.perf_counter() - t)
-            med = statistics.median(ts)
-            out = {"tracked_cgroups": len(tracked), "floor_pass_ms": _ms(med)}
-            out["floor_per_cgroup_us"] = _us(med / len(tracked))
+            out = _floor_only(tree, a.passes)
             print(json.dumps(out) if a.json else out)
             return 0
-        result = measure_in_process(tree, a.passes, a.interval)
-        result["scrape_path"] = measure_scrape_path(tree, a.interval, (15, 30), a.minutes)
+        result = _measure(tree, a)
+        if a.compare_with:
+            with revision_sources(a.compare_with) as src:
+                args = ["--use-tree", str(d), "--no-exporter", "--plans", "pass"]
+                args += ["--passes", str(a.passes), "--minutes", str(a.minutes)]
+                before = _child(args + (["--still"] if a.still else []), src)
+            if not before["_exporter"].startswith(src):
+                raise SystemExit(f"measuring {a.compare_with} imported {before['_exporter']}")
+            result["before"] = before
         result["tree_build_s"] = round(build_s, 2)
         result["tree_dirs"] = tree.directories
         result["tree_files"] = tree.files
@@ -854,6 +1108,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:
         print_table(result)
+        print_summary(result, result.get("before"), a.compare_with or "")
     return 0
 
 

@@ -71,7 +71,7 @@ class _Files:
             return None
         kept = self._parsed.get(directory)
         if kept is None:  # the first file of this directory in this pass: take it over
-            kept = self._parsed[directory] = self._last.pop(directory, None) or {}
+            kept = self._parsed[directory] = self._last.pop(directory, {})
         hit = kept.get(name)
         if hit is not None and hit[0] == text:
             value: _T = hit[1]  # type: ignore[assignment]  # what `parser` made of it
