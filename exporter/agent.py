@@ -51,7 +51,7 @@ class AgentConfig:
     process_metrics: bool = True  # the exporter's own CPU, memory and GC families
     # the optional collectors asked for (catalog.OPTIONAL_COLLECTORS)
     collectors: frozenset[str] = frozenset()
-    # The --config file the thresholds came from: re-read when it changes (None: the
+    # The --config.file file the thresholds came from: re-read when it changes (None: the
     # packaged defaults, nothing to watch).
     thresholds_file: str | None = None
 
@@ -110,6 +110,9 @@ class Agent:
             config_files=self._config_files,
         )
         self.exposition = Exposition(config.render, sources, config.sample_interval)
+        # Called with each pass and its window, in the sampler's thread, after the pass
+        # is published (the self-test: exporter.selftest.service).
+        self.pass_observers: list[Callable[[Snapshot, Window | None], None]] = []
         self._closed = False
 
     # -- one pass ---------------------------------------------------------------------
@@ -138,7 +141,14 @@ class Agent:
     def publish(self, snap: Snapshot) -> Published:
         """Evaluate the findings of the pass ``snap`` came from and publish the two
         together. Called in the sampler's loop, right after the pass."""
-        return self.exposition.publish(self.evaluate(snap))
+        result = self.evaluate(snap)
+        published = self.exposition.publish(result)
+        for observe in list(self.pass_observers):
+            try:
+                observe(snap, result.window)
+            except Exception as e:  # an observer's bug must not cost the pass
+                log.error("pass observer failed: %s", e, exc_info=True)
+        return published
 
     def evaluate(self, snap: Snapshot) -> PassResult:
         self._reload_thresholds()

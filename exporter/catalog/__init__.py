@@ -17,7 +17,7 @@ collector that builds it (CONTRIBUTING.md, "How to add a metric").
 
 from __future__ import annotations
 
-from . import containers, findings, node, own, probe
+from . import containers, findings, node, own, probe, selftest
 from .collectors import COLLECTORS
 from .model import Collector, Family, Label, Scope, Type
 
@@ -28,6 +28,7 @@ FAMILIES: tuple[Family, ...] = (
     *probe.FAMILIES,
     *findings.FAMILIES,
     *own.FAMILIES,
+    *selftest.FAMILIES,
 )
 BY_NAME: dict[str, Family] = {f.name: f for f in FAMILIES}
 COLLECTORS_BY_NAME: dict[str, Collector] = {c.name: c for c in COLLECTORS}

@@ -71,5 +71,6 @@ COLLECTORS: tuple[Collector, ...] = (
     Collector("kube", True, "the Kubernetes pod watch's health (`--kubernetes`)"),
     Collector("config", True, "the configuration files' reload state (with such a file)"),
     Collector("http", True, "the HTTP front's connections and responses (when serving)"),
+    Collector("selftest", True, "the last self-test's verdict and figures (once one ran)"),
     Collector("status", True, "the sampler's passes and how each part of the pass went"),
 )

@@ -9,6 +9,8 @@ import signal
 import threading
 
 from ..agent import Agent
+from ..selftest.run import Options
+from ..selftest.service import SelftestService
 from ..server import METRICS_PATH, App, Server, check_metrics_path
 from ..web.config import WebConfigError, WebConfigSource
 from .common import (
@@ -72,6 +74,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "memory, file descriptors and garbage collections), as node_exporter's flag does",
     )
     add_render_argument(g)
+    p.add_argument_group("selftest").add_argument(
+        "--selftest.enabled",
+        dest="selftest_enabled",
+        action="store_true",
+        help="let POST /selftest run the self-test in this exporter (cgroups of its own, "
+        "a few minutes of load on one CPU; docs/troubleshooting.md): off by default, "
+        "anyone who reaches the port could start it",
+    )
     add_node_arguments(p)
     add_collector_arguments(p)
 
@@ -107,8 +117,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     if agent.kube is not None and not agent.kube.wait_synced(5):
         # Names in the first scrape, if the API answers.
         log.warning("Kubernetes API not synced yet: naming cgroups by path until it is")
+    service = None
+    if args.selftest_enabled:
+        service = SelftestService(
+            agent.facts, lambda: agent.thresholds, agent.pass_observers, Options(procfs=args.procfs)
+        )
+        agent.exposition.sources.selftest = service.last
     app = App(
-        agent.exposition, agent.facts, agent.config.sample_interval, agent.status, args.metrics_path
+        agent.exposition,
+        agent.facts,
+        agent.config.sample_interval,
+        agent.status,
+        args.metrics_path,
+        selftest=service,
     )
     try:
         server = Server(app, listen, web_config)

@@ -93,6 +93,8 @@ class Sources:
     kube: KubeIdentityResolver | None = None
     config_files: Sequence[Callable[[], ConfigFileStatus]] = ()
     http: HttpFront | None = None
+    # the last self-test's result (``POST /selftest``), None before the first
+    selftest: Callable[[], dict[str, Any] | None] | None = None
 
     def attach_http(self, front: HttpFront) -> None:
         """The HTTP front, once it is up: its counters (``http``) and, with

@@ -20,7 +20,18 @@ from prometheus_client.core import Metric
 
 from ..catalog import collector, enabled
 from ..identity import ambiguous_names
-from . import config, containers, findings, http, kube, node, probe, process, status
+from . import (
+    config,
+    containers,
+    findings,
+    http,
+    kube,
+    node,
+    probe,
+    process,
+    selftest,
+    status,
+)
 from .inputs import Context, PassResult, Sources
 
 log = logging.getLogger(__name__)
@@ -53,6 +64,7 @@ REGISTRY: tuple[Registered, ...] = (
     register("kube", kube.kube),
     register("config", config.config),
     register("http", http.http),
+    register("selftest", selftest.selftest),
     register("status", status.status),  # last: it says how the ones before it went
 )
 
