@@ -264,6 +264,7 @@ class Overage:
     bytes: int  # beyond its request in the latest minute
     share: float | None  # of the node's total overage
     growth: int = 0  # how much ``bytes`` grew over the window (never negative)
+    growth_share: float | None = None  # ``growth`` over the node's total overage
 
 
 def memory_overages(window: Window, now: float, th: Thresholds) -> list[Overage]:
@@ -288,10 +289,32 @@ def memory_overages(window: Window, now: float, th: Thresholds) -> list[Overage]
         rows.append((cid, cw.identity, over, max(over - then, 0)))
     total = sum(r[2] for r in rows)
     out = [
-        Overage(cid, ident, b, (b / total) if total > 0 else None, g) for cid, ident, b, g in rows
+        Overage(
+            cid, ident, b, b / total if total > 0 else None, g, g / total if total > 0 else None
+        )
+        for cid, ident, b, g in rows
     ]
     out.sort(key=lambda o: (-o.growth, -o.bytes, o.identity.cgroup))
     return out
+
+
+MEM_CULPRIT_GROWTH = "growth"  # named for its growth over the window
+MEM_CULPRIT_OVERAGE = "overage"  # nothing grew that much: named for its overage
+
+
+def memory_culprit(overages: list[Overage], th: Thresholds) -> tuple[Overage | None, str | None]:
+    """The memory-pressure heuristic culprit (docs/findings.md#memory-pressure) and why:
+    the container that grew most beyond its request over the window, if that growth is
+    at least memCulpritShare of the node's overage (``growth``); else, when nothing
+    grew that much, the container with the largest overage, if it holds at least
+    memCulpritShare of it (``overage``). ``overages``: :func:`memory_overages`."""
+    x = th.mem_culprit_share
+    if overages and overages[0].growth_share is not None and overages[0].growth_share >= x:
+        return overages[0], MEM_CULPRIT_GROWTH
+    top = min(overages, key=lambda o: (-(o.share or 0.0), o.identity.cgroup), default=None)
+    if top is not None and top.share is not None and top.share >= x:
+        return top, MEM_CULPRIT_OVERAGE
+    return None, None
 
 
 def _beyond(working_set: int, request: int | None) -> int:

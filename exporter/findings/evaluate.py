@@ -29,6 +29,7 @@ from .aggregates import (
     cpu_usage_cores,
     folds_in,
     identities,
+    memory_culprit,
     memory_overages,
     named_shares,
     throttle_totals,
@@ -477,10 +478,8 @@ def _memory_pressure(
     overages = ctx.overages()
     culprit = None
     ccw = None
-    # The container that grew most beyond its request over the window, if it holds at
-    # least memCulpritShare of the node's overage (docs/findings.md#memory-pressure).
-    top = overages[0] if overages and overages[0].growth > 0 else None
-    if top is not None and at_least(top.share, th.mem_culprit_share):
+    top, basis = memory_culprit(overages, th)
+    if top is not None:
         assert top.share is not None
         ccw = window.containers.get(top.cgroup_id)
         usage = cpu_usage_cores(folds_in(ccw, clock.window), th) if ccw is not None else None
@@ -497,6 +496,7 @@ def _memory_pressure(
             heuristic=True,
         )
     ev = dict(ev)
+    ev["memory_culprit_basis"] = basis
     ev["memory_overage_top"] = [
         {"culprit": o.identity.name, "bytes": o.bytes, "share": o.share, "growth_bytes": o.growth}
         for o in overages[:3]

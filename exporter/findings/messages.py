@@ -122,10 +122,15 @@ def cpu_steal(steal: float, victims: list[str], th: Thresholds) -> str:
 def memory_pressure(
     victim: Identity, ev: dict[str, Any], culprit: Culprit | None, th: Thresholds
 ) -> str:
-    """``ev["memory_overage_top"]``: the node's containers by growth beyond their
-    request over the window, the culprit first when one is named."""
-    w = th.window_minutes
-    if culprit is not None:
+    """``ev["memory_culprit_basis"]``: why the culprit is named (growth or overage);
+    ``ev["memory_overage_top"]``: the node's containers by growth, largest first."""
+    w, x = th.window_minutes, pct(th.mem_culprit_share)
+    if culprit is None:
+        who = (
+            f"no container grew by {x} of the node's memory beyond requests over {w}m, "
+            f"nor holds {x} of it"
+        )
+    elif ev.get("memory_culprit_basis") == "growth":
         grew = ev["memory_overage_top"][0]["growth_bytes"] / 2**20
         who = (
             f"heuristic culprit: {culprit.ref}, which grew most beyond its memory request "
@@ -134,8 +139,8 @@ def memory_pressure(
         )
     else:
         who = (
-            f"no container that grew beyond its memory request over {w}m holds "
-            f"{pct(th.mem_culprit_share)} of the node's memory beyond requests"
+            f"heuristic culprit: {culprit.ref}, {pct(culprit.blame_share)} of the node's "
+            f"memory beyond requests (no container grew by {x} of it over {w}m)"
         )
     return (
         f"{victim.name} is stalled on memory (some "

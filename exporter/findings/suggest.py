@@ -174,8 +174,8 @@ def memory_request(
     w = th.window_minutes
     if culprit is None:
         why = (
-            "no container that grew beyond its memory request over the window holds "
-            "memCulpritShare of the node's memory beyond requests"
+            "no container grew by memCulpritShare of the node's memory beyond requests "
+            "over the window, nor holds that share of it"
         )
         return _none(Kind.MEMORY_PRESSURE, w, {}, why)
     name = mem_culprit_name(culprit)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..findings.model import CULPRIT_WORKLOAD, Kind
 from ..findings.thresholds import Thresholds
 from .records import (
+    R_MEM_CULPRIT_GREW,
     R_MEM_SOME,
     R_NODE_MEM_SOME,
     R_P99,
@@ -31,6 +32,7 @@ def descriptions(th: Thresholds) -> dict[Kind, str]:
     mem = victim_query_t(th, R_MEM_SOME, "humanizePercentage")
     node_mem = node_query_t(th, R_NODE_MEM_SOME, "humanizePercentage")
     w = th.window_minutes
+    x = f"{th.mem_culprit_share * 100:g}"
     return {
         Kind.CPU_THROTTLED: (
             f"{VICTIM_T} was throttled in {{{{ $value | humanizePercentage }}}} of its CFS "
@@ -80,12 +82,18 @@ def descriptions(th: Thresholds) -> dict[Kind, str]:
             f"{VICTIM_T} is stalled on memory (memory pressure some {mem} in the latest "
             f"minute) while the node is under memory pressure ({node_mem}). "
             "{{ if or $labels.culprit_pod $labels.culprit_cgroup }}Heuristic culprit: "
-            f"{MEM_CULPRIT_T}, the container that grew most beyond its memory request over "
-            f"the last {w}m, holding {{{{ $value | humanizePercentage }}}} of the node's memory "
-            "beyond requests."
-            "{{ else }}No container that grew beyond its memory request over the last "
-            f"{w}m holds {th.mem_culprit_share * 100:g}% of the node's memory beyond "
-            "requests.{{ end }}"
+            f"{MEM_CULPRIT_T}, "
+            + node_with_t(
+                th,
+                R_MEM_CULPRIT_GREW.format(w=f"{w}m"),
+                f"the container that grew most beyond its memory request over the last {w}m, "
+                "holding {{ $value | humanizePercentage }} of the node's memory beyond "
+                "requests.",
+                "{{ $value | humanizePercentage }} of the node's memory beyond requests (no "
+                f"container grew by {x}% of it over the last {w}m).",
+            )
+            + f"{{{{ else }}}}No container grew by {x}% of the node's memory beyond requests "
+            f"over the last {w}m, nor holds {x}% of it.{{{{ end }}}}"
         ),
         Kind.MEMORY_LIMIT_THRASH: (
             f"{VICTIM_T} is stalled on memory (memory pressure some {mem} in the latest "

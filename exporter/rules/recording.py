@@ -57,6 +57,7 @@ from .records import (
     R_LIMIT_HITS_1M,
     R_MEM_CRIT,
     R_MEM_CULPRIT,
+    R_MEM_CULPRIT_GREW,
     R_MEM_FULL,
     R_MEM_PRESSURE,
     R_MEM_SOME,
@@ -137,11 +138,18 @@ def signal_rules(terms: RuleTerms) -> list[Rule]:
     usage = R_USAGE.format(w=w)
     ws, mem_req = terms.select(pq.WORKING_SET), terms.select(pq.MEM_REQUEST)
     growth = R_OVERAGE_GROWTH.format(w=w)
-    # The container that grew most beyond its request, if it holds memCulpritShare of
-    # the node's overage (exporter.findings.aggregates.memory_overages).
+    grown = R_MEM_CULPRIT_GREW.format(w=w)
+    share = num(terms.th.mem_culprit_share)
+    # The container that grew most beyond its request, if that growth is memCulpritShare
+    # of the node's overage; else the largest overage, if it holds that share
+    # (exporter.findings.aggregates.memory_culprit).
+    grew = (
+        f"topk {terms.by()} (1,\n    {growth} / {terms.on()} group_left() sum {terms.by()} "
+        f"({R_OVERAGE})\n  ) >= {share}"
+    )
     top_share = (
-        f"({R_OVERAGE_SHARE} >= {num(terms.th.mem_culprit_share)})\n  and {cgroup_on}\n"
-        f"  topk {terms.by()} (1, {growth} > 0)"
+        f"({R_OVERAGE_SHARE} and {cgroup_on} {grown})\n  or\n  "
+        f"((topk {terms.by()} (1, {R_OVERAGE_SHARE}) >= {share})\n  unless {terms.on()} {grown})"
     )
     then = f"{ws} offset {terms.th.window_minutes - 1}m"
     return [
@@ -182,6 +190,7 @@ def signal_rules(terms: RuleTerms) -> list[Rule]:
             f"    or\n    ({then} unless {cgroup_on} {mem_req})\n  ),\n  0\n)"
             f"\nor\n{R_OVERAGE}",
         ),
+        _record(grown, grew),
         _record(
             R_MEM_CULPRIT,
             "max without(cgroup, namespace, pod, container) (\n"

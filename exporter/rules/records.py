@@ -35,6 +35,8 @@ R_OVERAGE_SHARE = "cgroup:contention_memory_overage_per_node_overage:ratio"
 # How much the overage grew over the window (the memory culprit is who grew most).
 R_OVERAGE_GROWTH = "cgroup:contention_memory_working_set_bytes:over_request_delta{w}"
 R_MEM_CULPRIT = "node:contention_memory_overage_per_node_overage:top1"
+# The node's memory culprit was named for its growth (absent: for its overage).
+R_MEM_CULPRIT_GREW = "node:contention_memory_working_set_bytes:over_request_delta{w}_top1"
 R_WATCHED = "cgroup:contention_sampled_seconds:watched_sustain"
 # Per-minute flags (value 1 when the minute just ended qualifies), recorded once and
 # read back with offset for the earlier minutes:

@@ -208,16 +208,23 @@ def alert_annotations(  # noqa: C901 - one description per finding kind
                 "container": labels.get("culprit_container", ""),
                 "cgroup": labels.get("culprit_cgroup", ""),
             }
-            who = (
-                f"Heuristic culprit: {_victim_t(cl)}, the container that grew most beyond "
-                f"its memory request over the last {w}m, holding "
-                f"{humanize_percentage(f.culprit.blame_share)} of the node's memory beyond "
-                "requests."
-            )
+            share = humanize_percentage(f.culprit.blame_share)
+            if f.evidence.get("memory_culprit_basis") == "growth":
+                why = (
+                    f"the container that grew most beyond its memory request over the last "
+                    f"{w}m, holding {share} of the node's memory beyond requests."
+                )
+            else:
+                why = (
+                    f"{share} of the node's memory beyond requests (no container grew by "
+                    f"{th.mem_culprit_share * 100:g}% of it over the last {w}m)."
+                )
+            who = f"Heuristic culprit: {_victim_t(cl)}, {why}"
         else:
+            x = f"{th.mem_culprit_share * 100:g}"
             who = (
-                f"No container that grew beyond its memory request over the last {w}m "
-                f"holds {th.mem_culprit_share * 100:g}% of the node's memory beyond requests."
+                f"No container grew by {x}% of the node's memory beyond requests over the "
+                f"last {w}m, nor holds {x}% of it."
             )
         desc = (
             f"{victim} is stalled on memory (memory pressure some {q_rate('mem_some_s')} in "
@@ -389,8 +396,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Write the promtool unit tests of the rule pack: "
         f"{TEST_FILE} from tests/scenarios and {HEALTH_TEST_FILE} (self-monitoring).",
     )
-    p.add_argument("--config", default=None, metavar="FILE", help="thresholds YAML override")
-    p.add_argument("--out-dir", default=str(ROOT), metavar="DIR", help="repository root")
+    p.add_argument(
+        "--config.file", dest="config", default=None, metavar="FILE", help="thresholds override"
+    )
+    p.add_argument(
+        "--output.dir", dest="out_dir", default=str(ROOT), metavar="DIR", help="repository root"
+    )
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if stale")
     p.add_argument("--promtool", action="store_true", help="run promtool test rules on it")
     args = p.parse_args(argv)
