@@ -3,7 +3,7 @@ come and go, and do the series of removed cgroups go with them?
 
     flock /tmp/contention-kernel.lock .venv/bin/python bench/churn_soak.py --minutes 10
 
-Starts the real exporter (this checkout's, ``--sample-interval 1``, probe off unless
+Starts the real exporter (this checkout's, ``--sampler.interval 1``, probe off unless
 ``--probe``) and, for the whole run, keeps ``--alive`` lab cgroups in existence while
 creating and removing ``--rate`` of them a second (oldest first): lab cgroups are made
 and removed by ``labs.cgroups`` (the ``contention-test-`` prefix, ownership records,

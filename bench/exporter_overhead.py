@@ -5,7 +5,7 @@
         .venv/bin/python bench/exporter_overhead.py [--duration 60] [--warmup 30] [--json]
 
 Two real exporters (``contention-exporter --web.listen-address 127.0.0.1:PORT
---sample-interval 5``, one of them with ``--no-probe``) run at the same time, under the
+--sampler.interval 5``, one of them with ``--no-probe``) run at the same time, under the
 same load, and are measured over the same window:
 
 * load (every part ends by itself after warm-up + duration + a margin, and is stopped

@@ -1,7 +1,7 @@
 """One way to read a YAML configuration file: safely, strictly, and validated against
 its JSON Schema (``exporter/data/*.schema.json``).
 
-The thresholds file (``--config``), the metadata file (``--metadata-file``) and the
+The thresholds file (``--config.file``), the metadata file (``--metadata.file``) and the
 web configuration (``--web.config.file``) go through here:
 
 * **reading**: at most :data:`MAX_CONFIG_BYTES`, non-blocking, regular files only,

@@ -133,7 +133,7 @@ def _demo_lab(
     exp = ExporterProcess(
         sample_interval=1.0,
         probe=probe,
-        extra_args=["--metadata-file", meta.path, "--config", cfg],
+        extra_args=["--metadata.file", meta.path, "--config.file", cfg],
     )
     try:
         exp.start()

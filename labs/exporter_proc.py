@@ -149,7 +149,7 @@ class ExporterProcess:
             *exporter_command(),
             "--web.listen-address",
             f"127.0.0.1:{self.port}",
-            "--sample-interval",
+            "--sampler.interval",
             f"{self.sample_interval:g}",
         ]
         if not self.probe:

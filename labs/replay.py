@@ -557,11 +557,11 @@ class ReplayRun:
         lab's metadata file and the threshold ``config``."""
         args = ["--path.sysfs", self.tree.sysfs, "--path.procfs", self.tree.procfs]
         if self.metadata is not None:
-            args += ["--metadata-file", self.metadata.path]
+            args += ["--metadata.file", self.metadata.path]
         return ExporterProcess(
             sample_interval=1.0,
             probe=False,
-            extra_args=[*args, "--config", config],
+            extra_args=[*args, "--config.file", config],
             log_path=log_path,
         )
 

@@ -153,7 +153,7 @@ CONFIG_LAST_RELOAD_SUCCESSFUL = Family(
     "config",
     E,
     CONFIG_FILE_LABELS,
-    doc="1 if the last read of the `--config` / `--metadata-file` / `--web.config.file` "
+    doc="1 if the last read of the `--config.file` / `--metadata.file` / `--web.config.file` "
     "file (for `web`, or of a certificate, key or CA it names) succeeded; 0 while a bad "
     "edit is ignored and the last good contents are used "
     "([configuration.md](configuration.md#validation-and-reloading), "

@@ -4,9 +4,10 @@ an :class:`~exporter.agent.AgentConfig`, thresholds, logging, argument types."""
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..agent import AgentConfig
@@ -23,6 +24,65 @@ from ..probe.status import KERNEL_SOURCE_ORDER
 from .logs import add_log_arguments
 
 DEFAULT_PORT = 10366  # outside Prometheus's allocated 9100-9999 range; see README
+
+log = logging.getLogger("contention-exporter")
+
+# Flags renamed to ``--<concern>.<name>`` (CHANGELOG): the old spelling still works for
+# one release, with a warning naming the new one. Old -> new.
+RENAMED_FLAGS = {
+    "--sample-interval": "--sampler.interval",
+    "--metadata-file": "--metadata.file",
+    "--config": "--config.file",
+    "--kubeconfig": "--kubernetes.kubeconfig",
+    "--node-name": "--kubernetes.node-name",
+    "--out-dir": "--output.dir",
+}
+_NEW_TO_OLD = {new: old for old, new in RENAMED_FLAGS.items()}
+
+
+class _Renamed(argparse.Action):
+    """The old spelling of a renamed flag: sets what the new one sets, and notes the
+    rename for :func:`warn_renamed`. Hidden from ``--help``."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        seen = list(getattr(namespace, "renamed_flags", ()))
+        if option_string not in seen:
+            seen.append(option_string)
+        namespace.renamed_flags = seen
+
+
+def add_flag(g: argparse._ActionsContainer, name: str, **kwargs: Any) -> None:
+    """``g.add_argument(name, **kwargs)``, and the flag's old spelling when it was
+    renamed (``RENAMED_FLAGS``), which takes the same value."""
+    g.add_argument(name, **kwargs)
+    old = _NEW_TO_OLD.get(name)
+    if old is not None:
+        same_type = {"type": kwargs["type"]} if "type" in kwargs else {}
+        g.add_argument(
+            old,
+            dest=kwargs["dest"],
+            action=_Renamed,
+            default=argparse.SUPPRESS,
+            help=argparse.SUPPRESS,
+            **same_type,
+        )
+
+
+def warn_renamed(args: argparse.Namespace) -> None:
+    """One warning per old flag spelling the command line used."""
+    for old in getattr(args, "renamed_flags", ()):
+        log.warning(
+            "flag %s is deprecated and will be removed in the next release: use %s",
+            old,
+            RENAMED_FLAGS[old],
+        )
 
 
 def _bounded(convert: Callable[[str], float], least: float, strict: bool) -> Callable[[str], Any]:
@@ -46,12 +106,15 @@ positive_int = _bounded(int, 1, strict=False)
 non_negative_float = _bounded(float, 0, strict=False)
 
 
-def add_config_argument(p: argparse._ActionsContainer) -> None:
-    p.add_argument(
-        "--config",
+def add_config_argument(p: argparse._ActionsContainer, what: str = "") -> None:
+    add_flag(
+        p,
+        "--config.file",
+        dest="config",
         default=None,
         metavar="YAML",
-        help="threshold overrides (see docs/configuration.md); defaults ship in the package",
+        help=what
+        or "threshold overrides (see docs/configuration.md); defaults ship in the package",
     )
 
 
@@ -73,15 +136,19 @@ def add_node_arguments(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="procfs mount point (default: %(default)s)",
     )
-    g.add_argument(
-        "--sample-interval",
+    add_flag(
+        g,
+        "--sampler.interval",
+        dest="sample_interval",
         type=positive_float,
         default=5.0,
         metavar="SECONDS",
         help="seconds between sampler passes over every cgroup (default: %(default)s)",
     )
-    g.add_argument(
-        "--metadata-file",
+    add_flag(
+        g,
+        "--metadata.file",
+        dest="metadata_file",
         metavar="YAML",
         help="requests, limits and names for cgroups on a host without Kubernetes "
         "(see docs/host-mode.md); re-read when it changes",
@@ -173,15 +240,19 @@ def _add_kube_arguments(p: argparse.ArgumentParser) -> None:
         help="name cgroups after pods (namespace/pod/container, requests, QoS, opt-out) "
         "by watching this node's pods in the Kubernetes API",
     )
-    g.add_argument(
-        "--kubeconfig",
+    add_flag(
+        g,
+        "--kubernetes.kubeconfig",
+        dest="kubeconfig",
         metavar="FILE",
         default=None,
         help="kubeconfig to use (default: in-cluster service account when running in a "
         "pod, else $KUBECONFIG or ~/.kube/config)",
     )
-    g.add_argument(
-        "--node-name",
+    add_flag(
+        g,
+        "--kubernetes.node-name",
+        dest="node_name",
         metavar="NAME",
         default=os.environ.get(NODE_NAME_ENV, ""),
         help="this node's name as the API knows it; only its pods are watched "
@@ -201,7 +272,14 @@ def _add_kube_arguments(p: argparse.ArgumentParser) -> None:
 def add_generate_arguments(p: argparse.ArgumentParser) -> None:
     """What ``rules generate`` and ``dashboards generate`` both take."""
     add_config_argument(p)
-    p.add_argument("--out-dir", default=".", metavar="DIR", help="repository root (default: .)")
+    add_flag(
+        p,
+        "--output.dir",
+        dest="out_dir",
+        default=".",
+        metavar="DIR",
+        help="repository root (default: .)",
+    )
     p.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 if any file is stale"
     )

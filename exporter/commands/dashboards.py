@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .common import add_generate_arguments, thresholds_or_exit
+from .common import add_generate_arguments, thresholds_or_exit, warn_renamed
 from .generated_files import sync
 
 COMMAND = "contention-exporter dashboards generate"
@@ -43,6 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    warn_renamed(args)
     try:
         from ..dashboards.render import render_all
     except ModuleNotFoundError as e:  # pragma: no cover - depends on the installed extras

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from .common import add_config_argument, warn_renamed
+
 DESCRIPTION = (
     "Run one contention lab (cgroups and bounded workloads it creates and removes) with "
     "an exporter sampling every second, and print the findings it produces with their "
@@ -36,11 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="give up waiting for the findings after this long (default: %(default)s)",
     )
-    p.add_argument(
-        "--config",
-        default=None,
-        metavar="YAML",
-        help="threshold config (default: packaged thresholds with the labs' short window)",
+    add_config_argument(
+        p, "threshold config (default: packaged thresholds with the labs' short window)"
     )
     p.add_argument(
         "--no-probe",
@@ -66,6 +65,7 @@ def import_labs_demo(root: Path | None = None) -> ModuleType | None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    warn_renamed(args)
     demo = import_labs_demo()
     if demo is None:
         sys.stderr.write(NEEDS_CHECKOUT)

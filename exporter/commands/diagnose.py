@@ -20,6 +20,7 @@ from .common import (
     agent_config,
     positive_float,
     thresholds_or_exit,
+    warn_renamed,
 )
 from .findings import render_table
 from .logs import setup_logging
@@ -66,6 +67,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             f"(use --duration {need} or more)\n"
         )
     setup_logging(args.log_level, args.log_format)
+    warn_renamed(args)
     try:
         agent = Agent(agent_config(args), th)
     except ValueError as e:

@@ -17,7 +17,12 @@ from ..rules.pack import (
 )
 from ..rules.promtool import PromtoolMissing, check_rules
 from ..yamlout import dump_yaml
-from .common import add_config_argument, add_generate_arguments, thresholds_or_exit
+from .common import (
+    add_config_argument,
+    add_generate_arguments,
+    thresholds_or_exit,
+    warn_renamed,
+)
 from .generated_files import sync
 
 COMMAND = "contention-exporter rules generate"
@@ -82,6 +87,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    warn_renamed(args)
     th = thresholds_or_exit(args.config)
     if th is None:
         return 2
@@ -104,6 +110,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_print(args: argparse.Namespace) -> int:
+    warn_renamed(args)
     th = thresholds_or_exit(args.config)
     if th is None:
         return 2

@@ -20,6 +20,7 @@ from .common import (
     add_render_argument,
     agent_config,
     thresholds_or_exit,
+    warn_renamed,
 )
 from .logs import setup_logging
 
@@ -88,6 +89,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level, args.log_format)
+    warn_renamed(args)
     th = thresholds_or_exit(args.config)
     if th is None:
         return 2

@@ -1,7 +1,7 @@
 """Every finding threshold in one place: packaged defaults plus a user's YAML overrides.
 
 The defaults live in ``exporter/data/thresholds.yaml`` (commented, one knob per key);
-a user file (``--config``) overrides any subset. The same :class:`Thresholds` object is
+a user file (``--config.file``) overrides any subset. The same :class:`Thresholds` object is
 read by the evaluator, the rule generator and the dashboard generator, so the three
 cannot drift apart.
 

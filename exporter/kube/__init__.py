@@ -76,7 +76,7 @@ def build_resolver(cfg: KubeConfig) -> KubeIdentityResolver | None:
     node = cfg.node_name or os.environ.get(NODE_NAME_ENV, "")
     if not node:
         raise ValueError(
-            "--kubernetes needs this node's name: pass --node-name or set NODE_NAME "
+            "--kubernetes needs this node's name: pass --kubernetes.node-name or set NODE_NAME "
             "(the DaemonSet sets it from spec.nodeName)"
         )
     resolver = KubeIdentityResolver(

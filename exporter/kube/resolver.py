@@ -248,7 +248,7 @@ class KubeIdentityResolver:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not node_name:
-            raise ValueError("the node name is empty: pass --node-name or set NODE_NAME")
+            raise ValueError("the node name is empty: pass --kubernetes.node-name or set NODE_NAME")
         self.node_name = node_name
         self._api_factory = api_factory
         self._watch_timeout = int(watch_timeout_seconds)

@@ -88,7 +88,7 @@ def classify_culprit(
         return UNKNOWN
     if ident.kind is CgroupKind.ROOT:
         return KERNEL
-    # A cgroup a metadata source named as a pod (host mode's --metadata-file) is a pod
+    # A cgroup a metadata source named as a pod (host mode's --metadata.file) is a pod
     # culprit too, with the same labels the victim side carries.
     if ident.kind in (CgroupKind.CONTAINER, CgroupKind.POD) or ident.pod_uid or ident.pod:
         return NamedCulprit(

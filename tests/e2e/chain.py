@@ -243,7 +243,7 @@ def prepare_rule_file(generated: str, out_path: str) -> str:
 
 
 def generate_rules(workdir: str, config: str) -> tuple[str, list[dict[str, Any]]]:
-    """``contention-exporter rules generate --config <config>`` with the rule group
+    """``contention-exporter rules generate --config.file <config>`` with the rule group
     evaluated every :data:`RULE_EVAL_INTERVAL`: the rule file for :class:`Chain`'s
     Prometheus (checked by promtool) and the inhibit rules for its Alertmanager, both
     as shipped."""
@@ -253,9 +253,9 @@ def generate_rules(workdir: str, config: str) -> tuple[str, list[dict[str, Any]]
             *exporter_command(),
             "rules",
             "generate",
-            "--config",
+            "--config.file",
             config,
-            "--out-dir",
+            "--output.dir",
             out_dir,
             "--interval",
             RULE_EVAL_INTERVAL,

@@ -225,7 +225,9 @@ def test_default_is_the_core_image_with_only_the_probes_capabilities(
     assert added_caps(docs) == {"BPF", "PERFMON"}
     assert set(host_mounts(docs)) == {"/sys/fs/cgroup", "/sys/kernel/btf"}
     assert all(m["readOnly"] is True for m in host_mounts(docs).values())
-    assert not any(a.startswith(("--probe.loader", "--no-probe", "--config")) for a in c["args"])
+    assert not any(
+        a.startswith(("--probe.loader", "--no-probe", "--config.file")) for a in c["args"]
+    )
 
 
 def test_bcc_flavor_adds_the_kernel_header_mounts_and_tag(rendered: dict[str, list[Doc]]) -> None:

@@ -1,7 +1,7 @@
 """Thresholds as chart values, with no Python step: for several threshold sets,
 `helm template --set-json thresholds=...` renders exactly the rule groups and
 dashboards the exporter's generators make from the same thresholds (the path
-`rules print rules --config` and `dashboards generate --config` take), the exporter
+`rules print rules --config.file` and `dashboards generate --config.file` take), the exporter
 accepts the ConfigMap it renders, and what the exporter would refuse fails the
 install with the reason (exporter/chart, templates/_thresholds.tpl)."""
 
@@ -127,7 +127,7 @@ for _set in SETS.values():
 
 
 def _exporter_thresholds(overrides: dict[str, Any]) -> Thresholds:
-    """What the exporter and its generators take from the same file (--config)."""
+    """What the exporter and its generators take from the same file (--config.file)."""
     return parse_thresholds(yaml.safe_dump(overrides).encode(), "thresholds.yaml")
 
 
@@ -185,7 +185,7 @@ def test_the_rules_are_those_of_rules_print_rules_for_the_same_file(tmp_path: Pa
     (tmp_path / "t.yaml").write_text(yaml.safe_dump(EVERY_VALUE_KEY))
     ce = str(Path(sys.executable).parent / "contention-exporter")
     proc = subprocess.run(
-        [ce, "rules", "print", "rules", "--config", str(tmp_path / "t.yaml")],
+        [ce, "rules", "print", "rules", "--config.file", str(tmp_path / "t.yaml")],
         capture_output=True,
         text=True,
         timeout=60,
@@ -208,12 +208,12 @@ def test_the_default_render_is_the_committed_rules_and_dashboards() -> None:
 def test_the_exporter_reads_the_same_thresholds_from_its_configmap(
     name: str, tmp_path: Path
 ) -> None:
-    """--config names the ConfigMap's file, which holds the overrides as given and is a
+    """--config.file names the ConfigMap's file, which holds the overrides as given and is a
     file the exporter accepts; a change of thresholds rolls the pods."""
     overrides = SETS[name]
     docs = _render(overrides)
     args = exporter_container(docs)["args"]
-    assert "--config=/etc/contention-exporter/thresholds.yaml" in args
+    assert "--config.file=/etc/contention-exporter/thresholds.yaml" in args
     cm = one(docs, "ConfigMap", f"{RELEASE}-thresholds")
     text = cm["data"]["thresholds.yaml"]
     assert yaml.safe_load(text) == overrides
@@ -223,7 +223,7 @@ def test_the_exporter_reads_the_same_thresholds_from_its_configmap(
     other = one(_render({"stallSome": 0.35}), "DaemonSet")["spec"]["template"]["metadata"]
     assert pod["checksum/thresholds"] != other["annotations"]["checksum/thresholds"]
     default = exporter_container(render())
-    assert not any(a.startswith("--config") for a in default["args"])
+    assert not any(a.startswith("--config.file") for a in default["args"])
 
 
 # --- what the exporter would refuse, refused at install ----------------------------------

@@ -11,7 +11,7 @@ import pytest
 
 from exporter.commands import COMMANDS, build_parser, main
 from exporter.commands import demo as demo_command
-from exporter.commands.common import agent_config
+from exporter.commands.common import RENAMED_FLAGS, agent_config
 from exporter.probe import ProbeConfig, open_probe
 
 
@@ -32,7 +32,7 @@ def test_top_level_help_shows_the_exporter_flags_and_the_commands(
         main(["--help"])
     assert e.value.code == 0
     out = capsys.readouterr().out
-    for flag in ("--web.listen-address", "--sample-interval", "--no-probe", "--kubernetes"):
+    for flag in ("--web.listen-address", "--sampler.interval", "--no-probe", "--kubernetes"):
         assert flag in out
     for c in COMMANDS:
         assert c.name in out
@@ -66,13 +66,67 @@ def test_help_texts_are_plain_text() -> None:
 
 def test_flags_become_typed_settings() -> None:
     args = build_parser().parse_args(
-        ["run", "--no-probe", "--probe.top-k", "5", "--sample-interval", "2"]
+        ["run", "--no-probe", "--probe.top-k", "5", "--sampler.interval", "2"]
     )
     cfg = agent_config(args)
     assert cfg.probe == ProbeConfig(enabled=False, top_k=5)
     assert cfg.sample_interval == 2.0 and cfg.kube.enabled is False
     with pytest.raises(SystemExit):
         build_parser().parse_args(["run", "--probe.top-k", "0"])
+
+
+OLD_SPELLINGS = [
+    # (command, old flag, value) -> the same setting as the new flag
+    (["run"], "--sample-interval", "2"),
+    (["run"], "--metadata-file", "m.yaml"),
+    (["run"], "--config", "t.yaml"),
+    (["run"], "--kubeconfig", "k.yaml"),
+    (["run"], "--node-name", "n1"),
+    (["diagnose"], "--sample-interval", "2"),
+    (["rules", "generate"], "--out-dir", "out"),
+    (["rules", "generate"], "--config", "t.yaml"),
+    (["dashboards", "generate"], "--out-dir", "out"),
+    (["demo"], "--config", "t.yaml"),
+]
+
+
+@pytest.mark.parametrize(("command", "old", "value"), OLD_SPELLINGS)
+def test_a_renamed_flag_still_works_under_its_old_name(
+    command: list[str], old: str, value: str
+) -> None:
+    """For one release the old spelling sets what the new one sets (CHANGELOG)."""
+    new = RENAMED_FLAGS[old]
+    by_new = vars(build_parser().parse_args([*command, new, value]))
+    by_old = vars(build_parser().parse_args([*command, old, value]))
+    assert by_old.pop("renamed_flags") == [old]
+    assert by_old == by_new
+    assert "renamed_flags" not in by_new
+
+
+def test_an_old_flag_spelling_is_warned_about_naming_the_new_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "t.yaml"
+    cfg.write_text("stallSome: 0.3\n")
+    with caplog.at_level(logging.WARNING):
+        assert main(["rules", "print", "config", "--config", str(cfg)]) == 0
+    (rec,) = [r for r in caplog.records if "deprecated" in r.getMessage()]
+    assert rec.levelno == logging.WARNING
+    assert rec.getMessage() == (
+        "flag --config is deprecated and will be removed in the next release: " "use --config.file"
+    )
+    assert "stallSome: 0.3" in capsys.readouterr().out  # and the file was read
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert main(["rules", "print", "config", "--config.file", str(cfg)]) == 0
+    assert not [r for r in caplog.records if "deprecated" in r.getMessage()]
+
+
+def test_old_flag_spellings_are_not_in_the_help(capsys: pytest.CaptureFixture[str]) -> None:
+    for p in _all_parsers(build_parser()):
+        text = p.format_help()
+        for old in RENAMED_FLAGS:
+            assert not re.search(rf"{re.escape(old)}\b(?![.])", text), (p.prog, old)
 
 
 def test_probe_loader_flags_reach_the_probe_settings() -> None:

@@ -133,8 +133,8 @@ def _node_args(tmp_path: Path) -> list[str]:
 
 @pytest.mark.parametrize(
     ("flag", "data", "needle"),
-    [("--metadata-file", d, n) for d, n in BAD_METADATA[::3]]
-    + [("--config", d, n) for d, n in BAD_THRESHOLDS[::2]],
+    [("--metadata.file", d, n) for d, n in BAD_METADATA[::3]]
+    + [("--config.file", d, n) for d, n in BAD_THRESHOLDS[::2]],
     ids=[f"metadata:{n}" for _, n in BAD_METADATA[::3]]
     + [f"thresholds:{n}" for _, n in BAD_THRESHOLDS[::2]],
 )

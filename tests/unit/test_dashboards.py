@@ -365,16 +365,24 @@ def _run(argv: list[str]) -> int:
 
 
 def test_cli_generate_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _run(["dashboards", "generate", "--check", "--out-dir", str(tmp_path)]) == 1
+    assert _run(["dashboards", "generate", "--check", "--output.dir", str(tmp_path)]) == 1
     assert "out of date" in capsys.readouterr().err
-    assert _run(["dashboards", "generate", "--out-dir", str(tmp_path)]) == 0
+    assert _run(["dashboards", "generate", "--output.dir", str(tmp_path)]) == 0
     assert (tmp_path / "dashboards" / f"{OVERVIEW_UID}.json").is_file()
     assert (tmp_path / "deploy" / "dashboards" / "kustomization.yaml").is_file()
-    assert _run(["dashboards", "generate", "--check", "--out-dir", str(tmp_path)]) == 0
+    assert _run(["dashboards", "generate", "--check", "--output.dir", str(tmp_path)]) == 0
     # A changed threshold makes the committed files stale.
     cfg = tmp_path / "th.yaml"
     cfg.write_text("throttledRatio: 0.5\n", encoding="utf-8")
-    argv = ["dashboards", "generate", "--check", "--out-dir", str(tmp_path), "--config", str(cfg)]
+    argv = [
+        "dashboards",
+        "generate",
+        "--check",
+        "--output.dir",
+        str(tmp_path),
+        "--config.file",
+        str(cfg),
+    ]
     assert _run(argv) == 1
     # A bad config is a usage error, not a traceback.
     cfg.write_text("nope: 1\n", encoding="utf-8")

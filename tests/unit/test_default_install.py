@@ -138,7 +138,7 @@ def test_every_mount_is_a_symlink_to_its_volume(chart: list[Doc], tmp_path: Path
 def test_a_configmap_volume_holds_the_rendered_thresholds(tmp_path: Path) -> None:
     objects = di.render_chart({"thresholds": {"stallSome": 0.3}})
     inv = _invocation(objects, tmp_path)
-    config = next(a.split("=", 1)[1] for a in inv.argv if a.startswith("--config="))
+    config = next(a.split("=", 1)[1] for a in inv.argv if a.startswith("--config.file="))
     assert config == inv.root + "/etc/contention-exporter/thresholds.yaml"
     (cm,) = [
         o
@@ -171,7 +171,7 @@ def test_field_refs_items_subpath_and_var_expansion(tmp_path: Path) -> None:
     }
     container = {
         "name": "exporter",
-        "args": ["--log.level=$(LEVEL)", "--config", "/etc/x/renamed.yaml", "$$(KEPT)"],
+        "args": ["--log.level=$(LEVEL)", "--config.file", "/etc/x/renamed.yaml", "$$(KEPT)"],
         "env": [
             {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
             {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
@@ -195,7 +195,7 @@ def test_field_refs_items_subpath_and_var_expansion(tmp_path: Path) -> None:
     assert inv.env["APP"] == "agent" and inv.env["GREETING"] == f"on {NODE}"
     assert inv.argv[-5:-1] == [
         "--log.level=debug",
-        "--config",
+        "--config.file",
         inv.root + "/etc/x/renamed.yaml",
         "$(KEPT)",
     ]

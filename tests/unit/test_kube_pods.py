@@ -197,7 +197,7 @@ def test_kubernetes_mode_needs_a_node_name(monkeypatch: pytest.MonkeyPatch) -> N
 def test_node_name_defaults_from_the_downward_api_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NODE_NAME", "worker-3")
     assert _kube().node_name == "worker-3"
-    assert _kube("--node-name", "x").node_name == "x"
+    assert _kube("--kubernetes.node-name", "x").node_name == "x"
 
 
 def test_host_mode_never_imports_the_kubernetes_client() -> None:

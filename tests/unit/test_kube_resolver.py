@@ -457,7 +457,9 @@ def test_build_resolver_wires_flags_to_a_started_resolver(emu: Emulator, tmp_pat
 
     emu.create(json.loads(json.dumps(WEB)))
     kc = kubeconfig(tmp_path / "kc", emu.port)
-    args = build_parser().parse_args(["--kubernetes", "--kubeconfig", kc, "--node-name", NODE])
+    args = build_parser().parse_args(
+        ["--kubernetes", "--kubernetes.kubeconfig", kc, "--kubernetes.node-name", NODE]
+    )
     r = build_resolver(agent_config(args).kube)
     assert r is not None
     try:

@@ -230,7 +230,7 @@ def test_families_exposition(tmp_path: Path) -> None:
 
 
 def test_a_host_cgroup_named_by_metadata_is_a_pod_culprit() -> None:
-    """--metadata-file names give the culprit the same labels the victim carries."""
+    """--metadata.file names give the culprit the same labels the victim carries."""
     from exporter.cgroupfs.discovery import CgroupKind
     from exporter.identity import Identity
     from exporter.probe.culprit import CulpritKind, classify_culprit

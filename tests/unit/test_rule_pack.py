@@ -186,10 +186,12 @@ def test_an_unknown_disabled_alert_is_an_error(
 
     cfg = tmp_path / "t.yaml"
     cfg.write_text("disabledAlerts: [ContentionCPUThrotled]\n")
-    assert main(["rules", "print", "rules", "--config", str(cfg)]) == 2
+    assert main(["rules", "print", "rules", "--config.file", str(cfg)]) == 2
     err = capsys.readouterr().err
     assert str(cfg) in err and "no alert named ContentionCPUThrotled" in err
-    assert main(["rules", "generate", "--config", str(cfg), "--out-dir", str(tmp_path)]) == 2
+    assert (
+        main(["rules", "generate", "--config.file", str(cfg), "--output.dir", str(tmp_path)]) == 2
+    )
 
 
 @needs_promtool

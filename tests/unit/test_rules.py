@@ -264,22 +264,22 @@ def test_rules_generate_writes_and_verifies(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = str(tmp_path)
-    assert _rules_cli("rules", "generate", "--out-dir", out, "--check") == 1  # nothing yet
+    assert _rules_cli("rules", "generate", "--output.dir", out, "--check") == 1  # nothing yet
     assert not (tmp_path / RULE_FILE).exists()  # --check writes nothing
-    assert _rules_cli("rules", "generate", "--out-dir", out) == 0
+    assert _rules_cli("rules", "generate", "--output.dir", out) == 0
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*.yaml")) == sorted(
         [RULE_FILE, MANIFEST, INHIBIT_FILE]
     )
-    assert _rules_cli("rules", "generate", "--out-dir", out, "--check") == 0
+    assert _rules_cli("rules", "generate", "--output.dir", out, "--check") == 0
     (tmp_path / RULE_FILE).write_text("# edited by hand\n")
-    assert _rules_cli("rules", "generate", "--out-dir", out, "--check") == 1
+    assert _rules_cli("rules", "generate", "--output.dir", out, "--check") == 1
     assert "out of date: rules/contention.rules.yaml" in capsys.readouterr().err
     cfg = tmp_path / "t.yaml"
     cfg.write_text("blameShare: 0.5\n")
-    assert _rules_cli("rules", "generate", "--out-dir", out, "--config", str(cfg)) == 0
+    assert _rules_cli("rules", "generate", "--output.dir", out, "--config.file", str(cfg)) == 0
     assert ">= 0.5)" in (tmp_path / RULE_FILE).read_text()
     cfg.write_text("blameshare: 0.5\n")
-    assert _rules_cli("rules", "generate", "--out-dir", out, "--config", str(cfg)) == 2
+    assert _rules_cli("rules", "generate", "--output.dir", out, "--config.file", str(cfg)) == 2
     assert "unknown key(s) blameshare" in capsys.readouterr().err
 
 
@@ -288,7 +288,7 @@ def test_rules_interval_option(tmp_path: Path, capsys: pytest.CaptureFixture[str
     doc = yaml.safe_load(capsys.readouterr().out)
     assert [g["interval"] for g in doc["groups"]] == ["30s", "30s"]
     out = str(tmp_path)
-    assert _rules_cli("rules", "generate", "--out-dir", out, "--interval", "2s") == 0
+    assert _rules_cli("rules", "generate", "--output.dir", out, "--interval", "2s") == 0
     assert "interval: 2s" in (tmp_path / MANIFEST).read_text()
     for bad in ("0s", "1x", "30"):
         with pytest.raises(SystemExit):

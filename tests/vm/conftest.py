@@ -128,7 +128,13 @@ def exporter(
     exp = ExporterProcess(
         sample_interval=1.0,
         probe=False,
-        extra_args=["--metadata-file", metadata.path, "--config", short_window_config, *collectors],
+        extra_args=[
+            "--metadata.file",
+            metadata.path,
+            "--config.file",
+            short_window_config,
+            *collectors,
+        ],
         log_path=f"{guest_workdir}/exporter.log",
     )
     exp.scrape_timeout = 30.0  # a TCG guest runs ~10x slower than the host

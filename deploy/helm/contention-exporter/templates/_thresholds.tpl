@@ -95,7 +95,7 @@ types and values out of bounds.
 {{- if or .Values.prometheusRule.enabled .Values.dashboards.enabled -}}
 {{- range $key, $kind := $meta.kinds -}}
 {{- if and (eq $kind "shape") (ne (toJson (get $t $key)) (toJson (get $meta.defaults $key))) -}}
-{{- fail (printf "thresholds.%s: the chart's alert rules and dashboards are built for %s: %s (it shapes their terms, ranges and joins, not only their numbers, so the chart cannot change it at install). Generate rules and dashboards for your value with `contention-exporter rules generate --config` and `dashboards generate --config`, deploy those, and set prometheusRule.enabled=false and dashboards.enabled=false: the exporter then takes %s=%s from the thresholds ConfigMap (docs/kubernetes.md, \"Thresholds\")" $key $key (toJson (get $meta.defaults $key)) $key (toJson (get $t $key))) -}}
+{{- fail (printf "thresholds.%s: the chart's alert rules and dashboards are built for %s: %s (it shapes their terms, ranges and joins, not only their numbers, so the chart cannot change it at install). Generate rules and dashboards for your value with `contention-exporter rules generate --config.file` and `dashboards generate --config.file`, deploy those, and set prometheusRule.enabled=false and dashboards.enabled=false: the exporter then takes %s=%s from the thresholds ConfigMap (docs/kubernetes.md, \"Thresholds\")" $key $key (toJson (get $meta.defaults $key)) $key (toJson (get $t $key))) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
