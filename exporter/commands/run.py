@@ -9,6 +9,7 @@ import signal
 import threading
 
 from ..agent import Agent
+from ..selftest.cgroups import PREFIX
 from ..selftest.run import Options
 from ..selftest.service import SelftestService
 from ..server import METRICS_PATH, App, Server, check_metrics_path
@@ -23,6 +24,7 @@ from .common import (
     warn_renamed,
 )
 from .logs import setup_logging
+from .selftest import cgroup_prefix
 
 log = logging.getLogger("contention-exporter")
 
@@ -83,6 +85,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "a few minutes of load on one CPU; docs/troubleshooting.md): off by default, "
         "anyone who reaches the port could start it",
     )
+    p.add_argument(
+        "--selftest.cgroup-prefix",
+        dest="selftest_prefix",
+        type=cgroup_prefix,
+        default=PREFIX,
+        help=argparse.SUPPRESS,  # the test suite's cgroups are contention-test-*
+    )
     add_node_arguments(p)
     add_collector_arguments(p)
 
@@ -122,7 +131,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     service = None
     if args.selftest_enabled:
         service = SelftestService(
-            agent.facts, lambda: agent.thresholds, agent.pass_observers, Options(procfs=args.procfs)
+            agent.facts,
+            lambda: agent.thresholds,
+            agent.pass_observers,
+            Options(prefix=args.selftest_prefix, procfs=args.procfs),
         )
         agent.exposition.sources.selftest = service.last
     app = App(

@@ -40,7 +40,8 @@ DESCRIPTION = (
 )
 
 
-def _prefix(text: str) -> str:
+def cgroup_prefix(text: str) -> str:
+    """An argparse type: the self-test's cgroup name prefix (tests: contention-test-)."""
     if not text.startswith("contention-") or "/" in text or not text.isprintable():
         raise argparse.ArgumentTypeError("must start with contention- and hold no '/'")
     return text
@@ -68,7 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--selftest.cgroup-prefix",
         dest="selftest_prefix",
-        type=_prefix,
+        type=cgroup_prefix,
         default="contention-selftest-",
         help=argparse.SUPPRESS,  # the test suite's cgroups are contention-test-*
     )
