@@ -92,8 +92,8 @@ def build_probe_families(
             buckets = cumulative_buckets(v.runq.counts, bounds_s)
             add_histogram(hist, labels, buckets, v.runq.sum_s)
             if burst:
-                b = cumulative_buckets(v.runq.burst, BURST_BOUNDS_F)
-                add_histogram(threads, labels, b, float(v.runq.burst_sum))
+                levels = cumulative_buckets(v.runq.burst, BURST_BOUNDS_F)
+                add_histogram(threads, labels, levels, float(v.runq.burst_sum))
         windows.append(v.blame_window_s)
         top = top_culprits(v.blame_window_s, identities, v.cgroup_id, top_k, root_ids)
         for b in top.containers:
