@@ -184,22 +184,26 @@ def test_source_names_the_package_path(tmp_path: Path) -> None:
     assert source(str(loader), 1) == "exporter/probe/loader.py:1"
 
 
+def exporter_argv(*flags: str) -> list[str]:
+    """The real command on a fixture node, no probe, on a free loopback port."""
+    node = FIXTURES / "v2-systemd"
+    return [
+        sys.executable,
+        "-m",
+        "exporter",
+        f"--path.sysfs={node / 'sys'}",
+        f"--path.procfs={node / 'proc'}",
+        "--no-probe",
+        "--web.listen-address=127.0.0.1:0",
+        *flags,
+    ]
+
+
 @pytest.fixture
 def exporter_run(request: pytest.FixtureRequest) -> Iterator[subprocess.Popen[str]]:
-    node = FIXTURES / "v2-systemd"
     fmt = request.param
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "exporter",
-            f"--path.sysfs={node / 'sys'}",
-            f"--path.procfs={node / 'proc'}",
-            "--no-probe",
-            "--web.listen-address=127.0.0.1:0",
-            "--log.level=debug",
-            f"--log.format={fmt}",
-        ],
+        exporter_argv("--log.level=debug", f"--log.format={fmt}"),
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,

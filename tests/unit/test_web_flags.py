@@ -7,10 +7,7 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,17 +17,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.commands import build_parser
 from exporter.commands.common import agent_config
 
-from .conftest import FIXTURES
+from .test_health import get
+from .test_logs import exporter_argv
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 def families(text: str) -> set[str]:
@@ -40,18 +30,8 @@ def families(text: str) -> set[str]:
 @pytest.fixture
 def exporter(request: pytest.FixtureRequest) -> Iterator[str]:
     """The exporter run with ``request.param``'s flags on a fixture node; its base URL."""
-    node = FIXTURES / "v2-systemd"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "exporter",
-            f"--path.sysfs={node / 'sys'}",
-            f"--path.procfs={node / 'proc'}",
-            "--no-probe",
-            "--web.listen-address=127.0.0.1:0",
-            *request.param,
-        ],
+        exporter_argv(*request.param),
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
