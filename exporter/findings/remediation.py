@@ -69,6 +69,18 @@ TEXT_WITHOUT_VALUE = {
     ),
 }
 
+# cpu-throttled in the bursty case (docs/findings.md#cpu-throttled-in-bursts): its
+# average demand fits its limit, and the limit is the fewest cores that as many of its
+# threads as wanted a CPU at once in all but throttledRatioMax of the times one was
+# queued would need ({threads}; {value} is that many cores in millicores, {max} the
+# threshold in percent). Seed 001's lasting fix is the thread pools, hence the advice.
+TEXT_BURST = (
+    "Set resources.limits.cpu to at least {value}m: up to {threads} of its threads wanted "
+    "a CPU at once in all but {max}% of the times one was queued over the last {w}m, more "
+    "than its limit allows. Or size its thread pools and workers to its limit (GOMAXPROCS, "
+    "-XX:ActiveProcessorCount), or remove the limit."
+)
+
 # noisy-neighbor naming a workload (docs/findings.md#workload-culprits): the value is
 # what its running containers used together, so the requests to set are a total over
 # them (one request per replica when one runs at a time; split among them otherwise).
@@ -133,6 +145,10 @@ class Suggestion:
     under_steal: bool = False  # the node's cpu-steal is sustained (TEXT_UNDER_STEAL)
     workload: bool = False  # the culprit is a workload (TEXT_WORKLOAD_CULPRIT)
     slowed: bool = False  # no value: the culprit's use fell to its request (TEXT_SLOWED)
+    # cpu-throttled sized from its burst demand (TEXT_BURST): the thread count, and
+    # throttledRatioMax in percent
+    burst_threads: int | None = None
+    burst_max_pct: str = ""
 
     @property
     def text(self) -> str:
@@ -140,6 +156,13 @@ class Suggestion:
         if self.slowed and self.value is None:
             tmpl = TEXT_WORKLOAD_SLOWED if self.workload else TEXT_SLOWED
             return tmpl.format(culprit=self.culprit, w=self.window_minutes)
+        if self.burst_threads is not None and self.value is not None:
+            return TEXT_BURST.format(
+                value=self.value,
+                threads=self.burst_threads,
+                max=self.burst_max_pct,
+                w=self.window_minutes,
+            )
         if self.workload:
             with_value, without = TEXT_WORKLOAD_CULPRIT
         elif self.under_steal and self.kind in TEXT_UNDER_STEAL:

@@ -8,13 +8,15 @@ computed is said (``Suggestion.reason``), never guessed.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..identity import Identity
+from ..probe.burst import BURST_BOUNDS, peak_threads, share_above, window_burst
 from ..window.model import ContainerWindow, MinuteFold, Window
 from .aggregates import Clock, folds_in, throttle_totals
 from .model import Culprit, Kind
-from .remediation import MIB, PAGE_BYTES, Suggestion, mebibytes, millicores
+from .remediation import MIB, MILLI, PAGE_BYTES, Suggestion, mebibytes, millicores
 from .signals import at_least
 from .thresholds import Thresholds
 
@@ -45,14 +47,69 @@ def cpu_limit(cw: ContainerWindow, wfolds: list[MinuteFold], th: Thresholds) -> 
     )
     value = millicores(demand)
     if limit is not None and value <= limit * 1000:
-        return _none(
-            Kind.CPU_THROTTLED,
-            w,
-            basis,
-            f"its average demand ({demand:.3f} cores) fits its current limit ({limit:g}): "
-            "it is throttled by bursts shorter than the window, which an average cannot size",
-        )
+        fits = f"its average demand ({demand:.3f} cores) fits its current limit ({limit:g})"
+        return burst_limit(limit, wfolds, basis, fits, th)
     return Suggestion(Kind.CPU_THROTTLED, value, basis, window_minutes=w)
+
+
+def burst_limit(
+    limit: float, wfolds: list[MinuteFold], basis: dict[str, Any], fits: str, th: Thresholds
+) -> Suggestion:
+    """cpu-throttled whose average demand fits its limit (throttled by bursts shorter
+    than the window): the fewest cores, among the burst histogram's bounds, that the
+    threads wanting a CPU at once exceeded in less than ``throttledRatioMax`` of the
+    times one was queued over the window; as in PromQL, per bound ``b`` ascending,
+    ``(increase(count) - increase(bucket{le=b})) / increase(count) < max``, the first
+    that holds (docs/findings.md#cpu-throttled-in-bursts). Never at or below the limit."""
+    w, ratio_max = th.window_minutes, th.throttled_ratio_max
+    counts = window_burst(wfolds)
+    if counts is None:
+        why = (
+            f"{fits}: it is throttled by bursts shorter than the window, which an average "
+            "cannot size, and its burst demand was not measured (the scheduler probe is not "
+            "loaded, or has no burst count)"
+        )
+        return _none(Kind.CPU_THROTTLED, w, basis, why)
+    seen = sum(counts)
+    basis = dict(basis, runnable_threads_observations=seen)
+    if seen == 0:
+        why = f"{fits}, and none of its threads was seen wanting a CPU in the window"
+        return _none(Kind.CPU_THROTTLED, w, basis, why)
+    threads = next((b for b in BURST_BOUNDS if _below(share_above(counts, b), ratio_max)), None)
+    if threads is None:
+        why = (
+            f"{fits}, and more than {BURST_BOUNDS[-1]} of its threads wanted a CPU at once "
+            f"in at least {ratio_max:.0%} of the times one was queued: more than the burst "
+            "histogram can size; remove the limit or size its thread pools to it"
+        )
+        return _none(Kind.CPU_THROTTLED, w, basis, why)
+    peak = peak_threads(counts)
+    basis.update(
+        runnable_threads=threads,
+        runnable_threads_share_above=share_above(counts, threads),
+        # JSON has no infinity: null when some observation had more than the largest bound
+        runnable_threads_peak=peak if peak is not None and math.isfinite(peak) else None,
+    )
+    value = threads * MILLI
+    if value <= limit * 1000:
+        why = (
+            f"{fits}, and up to {threads} of its threads wanted a CPU at once in all but "
+            f"{ratio_max:.0%} of the times one was queued, which its limit allows: the "
+            "bursts that throttle it are too rare among those times to size a limit"
+        )
+        return _none(Kind.CPU_THROTTLED, w, basis, why)
+    return Suggestion(
+        Kind.CPU_THROTTLED,
+        value,
+        basis,
+        window_minutes=w,
+        burst_threads=threads,
+        burst_max_pct=f"{ratio_max * 100:g}",
+    )
+
+
+def _below(share: float | None, ratio_max: float) -> bool:
+    return share is not None and share < ratio_max
 
 
 def cpu_request(

@@ -39,6 +39,8 @@ from ..findings.model import CULPRIT_UNKNOWN, NAMEABLE_CULPRIT_KINDS
 from ..findings.remediation import MIB, MILLI, PAGE_BYTES, ROUNDING_SLACK
 from ..findings.thresholds import Thresholds
 from ..identity import IDENTITY_LABELS
+from ..probe.burst import BURST_BOUNDS
+from ..probe.histogram import le_label
 from ..promql import CULPRIT_IDENTITY, WORKLOAD_CULPRIT_LABELS, num
 from .records import (
     R_BLAME_CULPRIT,
@@ -49,6 +51,7 @@ from .records import (
     R_CPU_VICTIM,
     R_ENTITLED,
     R_FIX_CPU_LIMIT,
+    R_FIX_CPU_LIMIT_BURST,
     R_FIX_CPU_REQUEST,
     R_FIX_MEM_LIMIT,
     R_FIX_MEM_REQUEST,
@@ -333,6 +336,28 @@ def _above(value: str, on: str, setting: str, scale: str) -> str:
     return f"{above}\nor\n({value} unless {on} {setting})"
 
 
+def _burst_limit(terms: RuleTerms, cpu_limit: str) -> str:
+    """cpu-throttled whose average demand fits its limit: the first burst bound ``b``
+    (ascending; ``or`` keeps the first) whose share of the window's observations with
+    more threads at once is below throttledRatioMax, in cores (threads), where more than
+    the limit (exporter.findings.suggest.burst_limit)."""
+    w = terms.window
+    count = pq.increase(pq.RUNNABLE_COUNT, w, *terms.matchers)
+    bounds = []
+    for b in BURST_BOUNDS:
+        le = f'le="{le_label(float(b))}"'
+        at_most = f"sum without(le) ({pq.increase(pq.RUNNABLE_BUCKET, w, *terms.matchers, le)})"
+        share = f"({count} - {at_most}) / {count}"
+        bounds.append(f"(\n    {share}\n    < {num(terms.th.throttled_ratio_max)}\n  ) * 0 + {b}")
+    fewest = "(\n  " + "\n  or\n  ".join(bounds) + "\n)"
+    on = _victim_on(terms)
+    return (
+        f"(\n  {fewest} * {MILLI}\n  > {on} group_left() ({cpu_limit} * {MILLI})\n) / {MILLI}\n"
+        f"unless {on} {R_FIX_CPU_LIMIT.format(w=w)}\n"
+        f"and {on} {R_THROTTLE_S.format(w=w)}"
+    )
+
+
 def remediation_rules(terms: RuleTerms) -> list[Rule]:
     """The suggested values (docs/findings.md#remediation-with-numbers), in the
     arithmetic order of ``exporter.findings.suggest``."""
@@ -354,6 +379,7 @@ def remediation_rules(terms: RuleTerms) -> list[Rule]:
     mem_limit_set = terms.select(pq.MEM_ENTITLEMENT, pq.LIMIT_BASIS)
     return [
         _record(R_FIX_CPU_LIMIT.format(w=w), _above(demand, cgroup_on, cpu_limit, f"* {MILLI}")),
+        _record(R_FIX_CPU_LIMIT_BURST.format(w=w), _burst_limit(terms, cpu_limit)),
         _record(
             R_FIX_CPU_REQUEST.format(w=w),
             # only while the culprit still runs: a gone one's use over the window is

@@ -73,6 +73,9 @@ R_MEM_CRIT = "cgroup:contention_memory_severity_critical:rate1m"
 R_STEAL_SUSTAINED = "node:contention_node_cpu_steal:sustained"
 # Remediation values (docs/findings.md#remediation-with-numbers), for the annotations:
 R_FIX_CPU_LIMIT = "cgroup:contention_cpu_demand_millicores:ceil_rate{w}"
+# ... in the bursty case: the fewest cores (a burst bucket bound) its threads wanting a
+# CPU at once exceeded in less than throttledRatioMax of the times one was queued
+R_FIX_CPU_LIMIT_BURST = "cgroup:contention_runnable_threads:limit_increase{w}"
 R_FIX_CPU_REQUEST = "cgroup:contention_cpu_usage_millicores:ceil_ratio_rate{w}"
 R_FIX_WL_REQUEST = "workload:contention_cpu_usage_millicores:ceil_sum_ratio_rate{w}"
 R_FIX_NODE_CPU = "node:contention_runqueue_wait_millicores:ceil_increase{w}"

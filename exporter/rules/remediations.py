@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..findings.model import REMEDIATION, Kind
 from ..findings.remediation import (
+    TEXT_BURST,
     TEXT_SLOWED,
     TEXT_UNDER_STEAL,
     TEXT_WITH_VALUE,
@@ -18,6 +19,7 @@ from ..identity import IDENTITY_LABELS
 from ..promql import WORKLOAD_CULPRIT_LABELS
 from .records import (
     R_FIX_CPU_LIMIT,
+    R_FIX_CPU_LIMIT_BURST,
     R_FIX_CPU_REQUEST,
     R_FIX_MEM_LIMIT,
     R_FIX_MEM_REQUEST,
@@ -41,6 +43,7 @@ def _remediation_t(
     texts: tuple[str, str] | None = None,
     match: tuple[tuple[str, str], ...] | None = None,
     slowed: tuple[str, str] | None = None,
+    rendered: tuple[str, str] | None = None,
 ) -> str:
     """The remediation sentence of ``kind`` with the recording rule's value for this
     alert: the victim's (``whose=""``), the culprit's (``"culprit_"``: its identity
@@ -48,7 +51,8 @@ def _remediation_t(
     ``texts``: the (with value, without) sentences, by default the kind's.
     ``match``: (the record's label, the alert's label) pairs that pick the record's
     row instead of ``whose``'s identity labels. ``slowed``: (a record, its sentence):
-    without a value, that sentence where the record has the alert's row."""
+    without a value, that sentence where the record has the alert's row. ``rendered``:
+    the (with value, without) sentences as finished templates (``texts`` are formatted)."""
     if match is None:
         own = IDENTITY_LABELS if whose is not None else ()
         match = tuple((lab, f"{whose}{lab}") for lab in own)
@@ -59,6 +63,8 @@ def _remediation_t(
     with_text, without_text = texts or (TEXT_WITH_VALUE[kind], TEXT_WITHOUT_VALUE[kind])
     with_value = with_text.format(value=VALUE_T, culprit=culprit_t, w=w)
     without = without_text.format(culprit=culprit_t, w=w)
+    if rendered is not None:
+        with_value, without = rendered
     if slowed is not None:
         without = (
             f'{{{{ with printf "{slowed[0]}{{{sel}}}" {args} | query }}}}'
@@ -70,6 +76,26 @@ def _remediation_t(
     )
 
 
+def _cpu_limit_t(th: Thresholds) -> str:
+    """cpu-throttled: the limit from its average demand, else (the bursty case) from
+    its burst demand, whose record's value is the thread count (the limit in cores,
+    so ``{value}`` is that count followed by 000: whole millicores)."""
+    w = f"{th.window_minutes}m"
+    kind = Kind.CPU_THROTTLED
+    burst = TEXT_BURST.format(
+        value=VALUE_T + "000",
+        threads=VALUE_T,
+        max=f"{th.throttled_ratio_max * 100:g}",
+        w=th.window_minutes,
+    )
+    without = TEXT_WITHOUT_VALUE[kind]
+    bursty = _remediation_t(
+        th, kind, R_FIX_CPU_LIMIT_BURST.format(w=w), "", rendered=(burst, without)
+    )
+    with_value = TEXT_WITH_VALUE[kind].format(value=VALUE_T, w=th.window_minutes)
+    return _remediation_t(th, kind, R_FIX_CPU_LIMIT.format(w=w), "", rendered=(with_value, bursty))
+
+
 def remediations(th: Thresholds) -> dict[Kind, str]:
     """Each finding's remediation, by kind."""
     w = f"{th.window_minutes}m"
@@ -77,7 +103,7 @@ def remediations(th: Thresholds) -> dict[Kind, str]:
     node_short = R_FIX_NODE_CPU.format(w=w)
     contended = Kind.CPU_CONTENDED
     return {
-        Kind.CPU_THROTTLED: _remediation_t(th, Kind.CPU_THROTTLED, R_FIX_CPU_LIMIT.format(w=w), ""),
+        Kind.CPU_THROTTLED: _cpu_limit_t(th),
         # a workload culprit's alert carries culprit_workload, a container's never does
         Kind.NOISY_NEIGHBOR: (
             "{{ if $labels.culprit_workload }}"

@@ -30,6 +30,9 @@ A scenario (YAML)::
           runq: {events: 100, over_20ms: 5}
           wait_s: 12                 # run-queue wait (contention_runqueue_latency_seconds_sum)
           blame: {batch: 20, idle: 1, unknown: 3}
+          threads: {1: 500, 4: {0: 0, 3: 200}}  # burst demand: observations per
+                                     # bucket bound (exporter.probe.burst.BURST_BOUNDS,
+                                     # or "more" above the largest) per minute
     others:                          # named but not tracked (system units, kernel, opted out)
       - {name: kernel, kind: root, cgroup: /}
     expect:                          # checked against the evaluator (hand-written truth)
@@ -59,6 +62,7 @@ from typing import Any
 
 import yaml
 
+from exporter.catalog.probe import RUNNABLE_THREADS
 from exporter.cgroupfs.discovery import CgroupKind
 from exporter.findings.aggregates import identities, window_blame
 from exporter.findings.model import CULPRIT_UNKNOWN
@@ -66,6 +70,7 @@ from exporter.findings.thresholds import Thresholds
 from exporter.identity import Identity
 from exporter.probe.blame import DEFAULT_TOP_K as BLAME_TOP_K
 from exporter.probe.blame import top_culprits
+from exporter.probe.burst import BURST_BOUNDS, BURST_SLOTS
 from exporter.probe.histogram import RUNQ_BOUNDS_S, le_label
 from exporter.sampler.entitlement import cpu_entitlement, memory_entitlement
 from exporter.window import (
@@ -104,6 +109,7 @@ _SERIES_KEYS = {
     "runq",
     "wait_s",
     "blame",
+    "threads",
 }
 _RUNQ_KEYS = {"events", "over_20ms", "over_200ms", "overflow"}
 
@@ -157,6 +163,7 @@ class Scenario:
     per_minute: dict[str, dict[str, list[float]]]  # member -> key -> values
     runq: dict[str, list[list[int]]]  # member -> per-minute bucket slots
     blame: dict[str, list[dict[int | str, float]]]  # member -> per-minute blame
+    threads: dict[str, list[list[int]]]  # member -> per-minute burst bucket counts
     expect: list[dict[str, Any]]
     unit: bool  # also rendered into rules/tests (with annotations)
     path: str = ""
@@ -239,6 +246,7 @@ class Scenario:
             runq_buckets=list(self.runq[name][m]) if name in self.runq else None,
             runq_sum_s=get("wait_s"),
             blame_s=dict(self.blame[name][m]) if name in self.blame else None,
+            burst_buckets=list(self.threads[name][m]) if name in self.threads else None,
         )
 
     def eval_times(self, th: Thresholds) -> list[int]:
@@ -376,6 +384,8 @@ class Scenario:
                 )
             if "wait_s" in pm:  # the histogram's _sum: its total wait
                 counter("contention_runqueue_latency_seconds_sum", lab, pm["wait_s"])
+            if name in self.threads:
+                out.extend(_burst_series(self.threads[name], start, lab, labels, ident))
             if name in self.blame:
                 out.extend(self._blame_series(mem, th, labels))
         start, end = 0, None  # the node's series exist from the first minute
@@ -425,6 +435,50 @@ class Scenario:
             # the blame shares first, as the exposition lists its families
             for name, lab in sorted(keys, key=lambda nk: nk[0] != "contention_blame_ratio")
         ]
+
+
+def _burst_series(
+    rows: list[list[int]], start: int, lab: str, labels: Any, ident: Identity
+) -> list[dict[str, str]]:
+    """The burst histogram (catalog probe.RUNNABLE_THREADS) as the probe's collector
+    exports it: cumulative bucket, count and sum series (an observation in the
+    overflow bucket adds the largest bound plus one to the sum)."""
+    running = [0] * BURST_SLOTS
+    cums: list[list[int]] = [list(running)]
+    total, sums = 0, [0]
+    for row in rows[start:]:
+        running = [a + b for a, b in zip(running, row, strict=True)]
+        cums.append(list(running))
+        total += sum(n * b for n, b in zip(row, (*BURST_BOUNDS, BURST_BOUNDS[-1] + 1), strict=True))
+        sums.append(total)
+    name = RUNNABLE_THREADS.name
+    pad = ["_"] * start
+    out = []
+    for i, bound in enumerate((*BURST_BOUNDS, float("inf"))):
+        le = "+Inf" if i == len(BURST_BOUNDS) else le_label(float(bound))
+        vals = pad + [str(sum(c[: i + 1])) for c in cums]
+        out.append({"series": f"{name}_bucket" + labels(ident, le=le), "values": " ".join(vals)})
+    out.append(
+        {"series": f"{name}_count" + lab, "values": " ".join(pad + [str(sum(c)) for c in cums])}
+    )
+    out.append({"series": f"{name}_sum" + lab, "values": " ".join(pad + [str(x) for x in sums])})
+    return out
+
+
+def _threads(name: str, spec: Any, n: int) -> list[list[int]]:
+    """A member's ``threads`` series: per-minute counts per burst bucket."""
+    slots = {str(b): i for i, b in enumerate(BURST_BOUNDS)} | {"more": len(BURST_BOUNDS)}
+    rows = [[0] * BURST_SLOTS for _ in range(n)]
+    for key, per_minute in (spec or {}).items():
+        if str(key) not in slots:
+            raise ScenarioError(
+                f"{name}.threads: {key!r} is not a bucket bound {BURST_BOUNDS} or 'more'"
+            )
+        for m, v in enumerate(_expand(per_minute, n, f"{name}.threads.{key}")):
+            if not float(v).is_integer():
+                raise ScenarioError(f"{name}.threads.{key}: counts must be whole numbers")
+            rows[m][slots[str(key)]] = int(v)
+    return rows
 
 
 def _fmt(v: float) -> str:
@@ -521,6 +575,7 @@ def parse_scenario(doc: dict[str, Any], source: str = "scenario") -> Scenario:  
     per_minute: dict[str, dict[str, list[float]]] = {}
     runq: dict[str, list[list[int]]] = {}
     blame: dict[str, list[dict[int | str, float]]] = {}
+    threads: dict[str, list[list[int]]] = {}
     for name, mem in members.items():
         if not mem.tracked:
             continue
@@ -528,7 +583,13 @@ def parse_scenario(doc: dict[str, Any], source: str = "scenario") -> Scenario:  
         bad = set(s) - _SERIES_KEYS
         if bad:
             raise ScenarioError(f"{name}: unknown series {sorted(bad)}")
-        pm = {k: _expand(v, n, f"{name}.{k}") for k, v in s.items() if k not in ("runq", "blame")}
+        pm = {
+            k: _expand(v, n, f"{name}.{k}")
+            for k, v in s.items()
+            if k not in ("runq", "blame", "threads")
+        }
+        if "threads" in s:
+            threads[name] = _threads(name, s["threads"], n)
         pm.setdefault("cpu_usage_s", [0.0] * n)
         per_minute[name] = pm
         if "runq" in s:
@@ -599,6 +660,7 @@ def parse_scenario(doc: dict[str, Any], source: str = "scenario") -> Scenario:  
         per_minute=per_minute,
         runq=runq,
         blame=blame,
+        threads=threads,
         expect=list(doc.get("expect") or []),
         unit=bool(doc.get("unit", False)),
         path=source,

@@ -4,6 +4,7 @@ The agreement corpus (test_agreement.py) checks the same numbers against the rul
 
 from __future__ import annotations
 
+import json
 from collections import deque
 
 import pytest
@@ -21,6 +22,7 @@ from exporter.findings.suggest import (
 )
 from exporter.findings.thresholds import Thresholds
 from exporter.identity import Identity
+from exporter.probe.burst import BURST_BOUNDS, BURST_SLOTS
 from exporter.window import ContainerWindow, MinuteFold, Window
 
 NOW = 600.0  # window: the minutes starting 300..540; 540 is the latest
@@ -85,6 +87,70 @@ def test_throttled_limit_says_what_it_could_not_compute(
         s.text
         == "Raise or remove resources.limits.cpu; no limit could be computed from the window."
     )
+
+
+def _bursty(burst: list[int] | None) -> list[MinuteFold]:
+    """0.2 of 0.5 cores used, 0.05 held back: the average fits the limit."""
+    return minutes(
+        cpu_usage_s=12.0,
+        periods=600,
+        throttled_periods=300,
+        throttled_s=3.0,
+        burst_buckets=burst,  # type: ignore[arg-type]
+    )
+
+
+def _buckets(**by_bound: int) -> list[int]:
+    """Per-minute burst bucket counts by bound (``b4=10``: ten observations of 4
+    threads; ``more``: above the largest bound)."""
+    out = [0] * BURST_SLOTS
+    for key, n in by_bound.items():
+        out[len(BURST_BOUNDS) if key == "more" else BURST_BOUNDS.index(int(key[1:]))] = n
+    return out
+
+
+def test_bursty_throttled_limit_from_the_threads_at_once(th: Thresholds) -> None:
+    # 6 threads at once in 20% of the observations, never more: 6 cores
+    w = cw("api", _bursty(_buckets(b1=40, b2=40, b6=20)), cpu=0.5)
+    s = cpu_limit(w, list(w.folds), th)
+    assert s.value == 6000 and s.reason is None
+    assert s.basis["runnable_threads"] == 6 and s.basis["runnable_threads_peak"] == 6.0
+    assert s.text.startswith("Set resources.limits.cpu to at least 6000m: up to 6 of its threads")
+    assert "GOMAXPROCS, -XX:ActiveProcessorCount" in s.text and "remove the limit" in s.text
+
+
+def test_bursty_limit_basis_is_json(th: Thresholds) -> None:
+    # a few observations above the largest bound: the peak is not a number JSON has
+    w = cw("api", _bursty(_buckets(b1=50, b4=45, more=5)), cpu=0.5)
+    s = cpu_limit(w, list(w.folds), th)
+    assert s.value == 4000 and s.basis["runnable_threads_peak"] is None
+    json.dumps(s.to_dict(), allow_nan=False)
+
+
+@pytest.mark.parametrize(
+    ("burst", "limit", "why"),
+    [
+        (None, 0.5, "not measured"),  # no probe burst data
+        (_buckets(), 0.5, "none of its threads was seen"),  # measured, no thread queued
+        (_buckets(b1=50, more=50), 0.5, "more than 32 of its threads"),
+        (_buckets(b1=95, b8=5), 1.0, "which its limit allows"),  # 1 core covers 95%
+    ],
+)
+def test_bursty_throttled_limit_says_what_it_could_not_compute(
+    th: Thresholds, burst: list[int] | None, limit: float, why: str
+) -> None:
+    w = cw("api", _bursty(burst), cpu=limit)
+    s = cpu_limit(w, list(w.folds), th)
+    assert s.value is None and s.reason is not None and why in s.reason, s.reason
+    assert s.text.startswith("Raise or remove resources.limits.cpu; no limit could be computed")
+
+
+def test_bursty_limit_is_never_at_or_below_the_limit_set(th: Thresholds) -> None:
+    # one busy thread at a time under a 2-core limit that still throttles (a burst of
+    # CPU within the period, not of threads): 1 core would be a lower limit: withheld
+    w = cw("api", _bursty(_buckets(b1=100)), cpu=2.0)
+    s = cpu_limit(w, list(w.folds), th)
+    assert s.value is None and s.basis["runnable_threads"] == 1
 
 
 def test_culprit_request_matches_its_use_while_it_runs(th: Thresholds) -> None:
