@@ -50,10 +50,13 @@ def alerting_rule(
     remediation: str | None = None,
     labels: Mapping[str, str] | None = None,
     for_: str | None = None,
+    keep_firing_for: str | None = None,
 ) -> dict[str, Any]:
     rule: dict[str, Any] = {"alert": name, "expr": expr}
     if for_:
         rule["for"] = for_
+    if keep_firing_for:
+        rule["keep_firing_for"] = keep_firing_for
     rule["labels"] = {"severity": severity, **(labels or {}), **dict(th.alert_labels)}
     rule["annotations"] = {
         "summary": summary,

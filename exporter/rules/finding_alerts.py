@@ -88,6 +88,17 @@ def conditions(th: Thresholds) -> dict[Kind, str]:
     }
 
 
+def hold(th: Thresholds) -> str:
+    """How long a findings alert stays firing after its condition last held
+    (``keep_firing_for``): one sustain. A finding needs ``sustainMinutes`` stalled
+    minutes to fire; its alert needs as long without it to resolve, so a condition that
+    drops out for an evaluation or a minute (a stall just under its threshold, a minute
+    boundary while a lab or an incident winds down) stays one incident, one firing and
+    one resolved notification, instead of a resolve and a new page
+    (docs/findings.md#one-incident-one-alert)."""
+    return f"{th.sustain_minutes}m"
+
+
 def alert_rules(th: Thresholds) -> list[dict[str, Any]]:
     """Every findings alert (disabled ones included; the pack filters them): its
     ``severity`` label fixed for the kind (``alertSeverity``), the finding's level in
@@ -105,6 +116,7 @@ def alert_rules(th: Thresholds) -> list[dict[str, Any]]:
             level=level_t(th, kind),
             remediation=remediation[kind],
             labels={"finding": kind.value, **STATIC_LABELS.get(kind, {})},
+            keep_firing_for=hold(th),
         )
         for kind, expr in conditions(th).items()
     ]

@@ -267,11 +267,14 @@ def _annotations(f: Finding, th: Thresholds, desc: str) -> dict[str, str]:
 
 def decided_rules(groups: dict[str, Any]) -> dict[str, Any]:
     """The rule groups with two annotations per findings alert, the level and the
-    remediation (the self-monitoring alerts' are dropped): what ``decided_annotations``
-    expects, without the descriptions' numbers."""
+    remediation (the self-monitoring alerts' are dropped), and no ``keep_firing_for``:
+    what ``decided_annotations`` expects, without the descriptions' numbers."""
     out = copy.deepcopy(groups)
     for g in out["groups"]:
         for r in g["rules"]:
+            # The decision at each minute, not its delivery: the hold after a finding
+            # clears is tested on its own (test_rules).
+            r.pop("keep_firing_for", None)
             ann = r.pop("annotations", None)
             if ann and "remediation" in ann:  # the self-monitoring alerts have none
                 r["annotations"] = {k: ann[k] for k in ("level", "remediation")}
@@ -303,6 +306,7 @@ def render_tests(
     eval_times: str = "full",
     target: Mapping[str, str] = TARGET,
     remediation_only: bool = False,
+    hold_minutes: int = 0,
 ) -> dict[str, Any]:
     """A promtool unit-test document: one test per scenario, every alert at every time.
 
@@ -312,10 +316,19 @@ def render_tests(
     An alert the config disables is expected never to fire. ``remediation_only``:
     expect only the ``level`` and ``remediation`` annotations (for a rule file
     stripped of the others, ``decided_annotations``): the levels and the suggested
-    values agree.
+    values agree. ``hold_minutes``: the rules' ``keep_firing_for`` (0 for a rule file
+    stripped of it, ``decided_rules``).
     """
     tests = [
-        render_test([(scn, target)], th, with_annotations, eval_times, scn.name, remediation_only)
+        render_test(
+            [(scn, target)],
+            th,
+            with_annotations,
+            eval_times,
+            scn.name,
+            remediation_only,
+            hold_minutes,
+        )
         for scn in scenarios
     ]
     return {"rule_files": [rule_file], "evaluation_interval": "1m", "tests": tests}
@@ -328,35 +341,30 @@ def render_test(
     eval_times: str = "full",
     name: str = "",
     remediation_only: bool = False,
+    hold_minutes: int = 0,
 ) -> dict[str, Any]:
     """One promtool test of several exporters at once, each a scenario under its own
     target labels (e.g. two clusters in one Prometheus): their series together, and at
-    every time the union of each one's findings as the expected alerts."""
+    every time the union of each one's findings as the expected alerts, with, under a
+    ``hold_minutes`` ``keep_firing_for``, each alert decided in the minutes of the hold
+    and not since, as it was last decided (Prometheus keeps a held alert's labels and
+    annotations)."""
     minutes = min(scn.minutes for scn, _ in nodes)
-    if eval_times == "full":
-        times = [m * 60 for m in range(th.window_minutes, minutes + 1)]
-    else:
-        times = [m * 60 for m in range(1, minutes + 1)]
+    first = th.window_minutes if eval_times == "full" else 1
+    decided = {
+        m: _decided_at(nodes, th, m * 60, with_annotations, remediation_only)
+        for m in range(1, minutes + 1)
+    }
     alert_tests = []
-    for t in times:
-        exp: dict[str, list[dict[str, Any]]] = {a: [] for a in ALERT_NAMES.values()}
-        for scn, target in nodes:
-            for f in evaluate(scn.window_at(t, th), th, float(t)):
-                alertname = ALERT_NAMES[f.kind]
-                if not th.alert_enabled(alertname):
-                    continue
-                labels = alert_labels(f, th, target)
-                item: dict[str, Any] = {"exp_labels": labels}
-                if remediation_only:
-                    item["exp_annotations"] = decided_annotations(f)
-                elif with_annotations:
-                    item["exp_annotations"] = alert_annotations(f, scn, t, th, labels)
-                exp[alertname].append(item)
-        for alertname, items in exp.items():
-            items.sort(key=lambda e: sorted(e["exp_labels"].items()))
-            alert_tests.append(
-                {"eval_time": f"{t // 60}m", "alertname": alertname, "exp_alerts": items}
-            )
+    for m in range(first, minutes + 1):
+        for alertname in ALERT_NAMES.values():
+            now = {_key(i): i for i in decided[m][alertname]}
+            held: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+            for back in range(max(1, m - hold_minutes), m):  # oldest first: latest wins
+                held.update({_key(i): i for i in decided[back][alertname]})
+            items = [*now.values(), *(copy.deepcopy(i) for k, i in held.items() if k not in now)]
+            items.sort(key=_key)
+            alert_tests.append({"eval_time": f"{m}m", "alertname": alertname, "exp_alerts": items})
     series = [x for scn, target in nodes for x in scn.input_series(th, target)]
     return {
         "name": name or "+".join(scn.name for scn, _ in nodes),
@@ -364,6 +372,34 @@ def render_test(
         "input_series": series,
         "alert_rule_test": alert_tests,
     }
+
+
+def _key(item: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(item["exp_labels"].items()))
+
+
+def _decided_at(
+    nodes: Sequence[tuple[Scenario, Mapping[str, str]]],
+    th: Thresholds,
+    t: int,
+    with_annotations: bool,
+    remediation_only: bool,
+) -> dict[str, list[dict[str, Any]]]:
+    """The expected alerts the evaluator's findings at ``t`` make, per alert name."""
+    exp: dict[str, list[dict[str, Any]]] = {a: [] for a in ALERT_NAMES.values()}
+    for scn, target in nodes:
+        for f in evaluate(scn.window_at(t, th), th, float(t)):
+            alertname = ALERT_NAMES[f.kind]
+            if not th.alert_enabled(alertname):
+                continue
+            labels = alert_labels(f, th, target)
+            item: dict[str, Any] = {"exp_labels": labels}
+            if remediation_only:
+                item["exp_annotations"] = decided_annotations(f)
+            elif with_annotations:
+                item["exp_annotations"] = alert_annotations(f, scn, t, th, labels)
+            exp[alertname].append(item)
+    return exp
 
 
 def _dump(doc: dict[str, Any]) -> str:
@@ -378,7 +414,16 @@ def render_test_file(th: Thresholds, scenarios_dir: Path = ROOT / SCENARIOS) -> 
     true`` scenarios, with full labels and annotations, against
     ``../contention.rules.yaml``."""
     unit = [s for s in load_corpus(scenarios_dir) if s.unit]
-    return _dump(render_tests(unit, th, "../contention.rules.yaml", with_annotations=True))
+    # The shipped rules hold a findings alert one sustain (finding_alerts.hold).
+    return _dump(
+        render_tests(
+            unit,
+            th,
+            "../contention.rules.yaml",
+            with_annotations=True,
+            hold_minutes=th.sustain_minutes,
+        )
+    )
 
 
 def render_health_test_file(th: Thresholds) -> str:

@@ -53,9 +53,11 @@ def _run(
 ) -> PromtoolResult:
     """promtool test rules: ``tests`` against the pack generated from ``rules_th``."""
     groups = copy.deepcopy(rule_groups(rules_th))
-    if not annotations:  # the agreement is about gating; annotations are checked apart
-        for g in groups["groups"]:
-            for r in g["rules"]:
+    for g in groups["groups"]:
+        for r in g["rules"]:
+            # The decision at each minute: the hold after it is tested apart (test_rules).
+            r.pop("keep_firing_for", None)
+            if not annotations:  # the agreement is about gating; annotations apart
                 r.pop("annotations", None)
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(groups))
     doc = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": tests}

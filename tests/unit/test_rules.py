@@ -482,3 +482,57 @@ def test_a_culprit_gone_gets_no_suggested_request(th: Thresholds, tmp_path: Path
     (tmp_path / "t.yaml").write_text(yaml.safe_dump(doc))
     res = pt.unit_test_rules(tmp_path / "t.yaml")
     assert res.ok, res.output[-5000:]
+
+
+def test_findings_alerts_hold_for_one_sustain(rules: list[dict[str, Any]], th: Thresholds) -> None:
+    """Every findings alert keeps firing one sustain after its condition last held
+    (docs/findings.md#one-incident-one-alert); the self-monitoring alerts do not."""
+    alerts = [r for r in rules if "alert" in r]
+    findings = [r for r in alerts if "finding" in r["labels"]]
+    assert findings and all(r["keep_firing_for"] == f"{th.sustain_minutes}m" for r in findings)
+    assert all("keep_firing_for" not in r for r in alerts if "finding" not in r["labels"])
+
+
+@needs_promtool
+def test_a_condition_that_drops_out_stays_one_alert(th: Thresholds, tmp_path: Path) -> None:
+    """A findings alert whose condition drops out for one minute is still firing in that
+    minute (the same alert: no resolved notification, no new page) and resolves only a
+    sustain after the condition last held. The rule is the pack's own, its condition
+    replaced by a series that is true, false for a minute, true, then false."""
+    rule = next(
+        r
+        for g in rule_groups(th)["groups"]
+        for r in g["rules"]
+        if r.get("alert") == "ContentionCPUContended"
+    )
+    rule = {**rule, "expr": "flicker == 1", "annotations": {}}
+    (tmp_path / "rules.yaml").write_text(
+        yaml.safe_dump({"groups": [{"name": "g", "rules": [rule]}]})
+    )
+    sustain = th.sustain_minutes
+    last_true = 5  # minutes: true at 0-2, false at 3, true at 4-5, false from 6 on
+    labels = {**rule["labels"], "alertname": rule["alert"], "instance": "n"}
+    firing = [{"exp_labels": labels}]
+
+    def at(minute: int, expected: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"eval_time": f"{minute}m", "alertname": rule["alert"], "exp_alerts": expected}
+
+    doc = {
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [{"series": 'flicker{instance="n"}', "values": "1 1 1 0 1 1 0x10"}],
+                "alert_rule_test": [
+                    at(2, firing),
+                    at(3, firing),  # the minute it dropped out: held
+                    at(last_true + sustain, firing),
+                    at(last_true + sustain + 1, []),
+                ],
+            }
+        ],
+    }
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(doc))
+    res = pt.unit_test_rules(tmp_path / "t.yaml")
+    assert res.ok, res.output[-5000:]
