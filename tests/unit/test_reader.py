@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from exporter.cgroupfs import parsers
 from exporter.cgroupfs import reader as reader_mod
 from exporter.cgroupfs.discovery import walk
 from exporter.cgroupfs.errors import CgroupParseError, CgroupVanishedError
@@ -446,13 +447,13 @@ def test_an_unchanged_file_is_not_parsed_again(
     root = _copy("v2-systemd", tmp_path)
     reader = CgroupReader(detect_at(sysfs=str(root / "sys"), procfs=str(root / "proc")))
     parsed: list[str] = []
-    real = reader_mod.p.parse_cpu_stat
+    real = parsers.parse_cpu_stat
 
     def counting(text: str, source: str) -> object:
         parsed.append(source)
         return real(text, source)
 
-    monkeypatch.setattr(reader_mod.p, "parse_cpu_stat", counting)
+    monkeypatch.setattr(parsers, "parse_cpu_stat", counting)  # the reader looks it up
     path = "/system.slice/kubelet.service"
     stat = root / "sys/fs/cgroup" / path.lstrip("/") / "cpu.stat"
     reader.begin_pass()
