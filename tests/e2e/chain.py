@@ -300,13 +300,21 @@ def expected_alert_labels(
 
 @dataclass
 class Chain:
-    """Alertmanager → webhook, and Prometheus scraping the given targets with a rule file."""
+    """Alertmanager → webhook, and Prometheus scraping the given targets with a rule file.
+
+    By default a minimal chain: static targets per job, one notification group per alert.
+    ``scrape_configs``, ``extra_rule_files`` and ``alertmanager_config`` (given the
+    webhook's URL) replace those parts with a configuration of the caller's, e.g. what a
+    default install runs (tests/e2e/default_install.py)."""
 
     workdir: str
     rule_file: str
     targets: dict[str, list[str]]  # job -> ["127.0.0.1:port", ...]
     # Alertmanager inhibit_rules (the shipped rules/alertmanager.inhibit.yaml)
     inhibit_rules: list[dict[str, Any]] = field(default_factory=list)
+    scrape_configs: list[dict[str, Any]] | None = None
+    extra_rule_files: list[str] = field(default_factory=list)
+    alertmanager_config: Callable[[str], dict[str, Any]] | None = None
     webhook: Webhook = field(default_factory=Webhook)
     am: Proc | None = None
     prom: Proc | None = None
@@ -328,6 +336,9 @@ class Chain:
         return self
 
     def _start_alertmanager(self, timeout: float) -> None:
+        if self.alertmanager_config is not None:
+            self._run_alertmanager(self.alertmanager_config(self.webhook.url), timeout)
+            return
         cfg = {
             "route": {
                 "receiver": "test",
@@ -344,6 +355,9 @@ class Chain:
             ],
             "inhibit_rules": self.inhibit_rules,
         }
+        self._run_alertmanager(cfg, timeout)
+
+    def _run_alertmanager(self, cfg: Mapping[str, Any], timeout: float) -> None:
         path = os.path.join(self.workdir, "alertmanager.yml")
         with open(path, "w") as f:
             yaml.safe_dump(cfg, f)
@@ -377,14 +391,11 @@ class Chain:
                 "scrape_timeout": SCRAPE_INTERVAL,
                 "evaluation_interval": RULE_EVAL_INTERVAL,
             },
-            "rule_files": [self.rule_file],
+            "rule_files": [self.rule_file, *self.extra_rule_files],
             "alerting": {
                 "alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{self.am_port}"]}]}]
             },
-            "scrape_configs": [
-                {"job_name": job, "static_configs": [{"targets": t}]}
-                for job, t in self.targets.items()
-            ],
+            "scrape_configs": self._scrape_configs(),
         }
         path = os.path.join(self.workdir, "prometheus.yml")
         with open(path, "w") as f:
@@ -427,7 +438,9 @@ class Chain:
 
         def all_up() -> bool:
             active = self.api("/api/v1/targets").get("activeTargets", [])
-            want = sum(len(t) for t in self.targets.values())
+            want = sum(
+                len(sc["targets"]) for job in self._scrape_configs() for sc in job["static_configs"]
+            )
             return len(active) == want and all(t.get("health") == "up" for t in active)
 
         wait_until(
@@ -436,6 +449,13 @@ class Chain:
             timeout,
             detail=lambda: json.dumps(self.api("/api/v1/targets"), indent=1)[:3000],
         )
+
+    def _scrape_configs(self) -> list[dict[str, Any]]:
+        if self.scrape_configs is not None:
+            return self.scrape_configs
+        return [
+            {"job_name": job, "static_configs": [{"targets": t}]} for job, t in self.targets.items()
+        ]
 
     # --- Prometheus API -----------------------------------------------------------------
 

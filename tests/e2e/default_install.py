@@ -213,6 +213,16 @@ def _pod_meta(ds: Doc, c: Doc, *, node: str, listen: str, pod_name: str | None) 
     )
 
 
+def daemonset_pod(
+    objects: Sequence[Doc], *, node: str, listen: str, container: str = "exporter"
+) -> PodMeta:
+    """The pod the rendered DaemonSet would run on ``node`` (for an exporter started
+    some other way that stands for that node's pod, e.g. on a replayed tree)."""
+    ds = one_of(objects, "DaemonSet")
+    c = _container(ds["spec"]["template"]["spec"], container)
+    return _pod_meta(ds, c, node=node, listen=listen, pod_name=None)
+
+
 def _field_ref(path: str, pod: PodMeta, service_account: str) -> str:
     fields = {
         "spec.nodeName": pod.node,

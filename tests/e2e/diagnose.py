@@ -23,12 +23,12 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from exporter.findings.aggregates import WATCH_GRACE_S
 from exporter.findings.thresholds import Thresholds
 from labs.exporter_proc import exporter_command
-from labs.scenarios import Lab
 from tests.support.probe_loaders import cannot_load
 
 START_S = 4.0  # diagnose's start-up (imports, probe load): the lab starts this much later
@@ -50,7 +50,17 @@ class DiagnoseRun:
     lab_starts_at: float  # time.time() the lab must start at (wait_for_lab_start)
 
     @classmethod
-    def start(cls, config: str, metadata: str, th: Thresholds) -> DiagnoseRun:
+    def start(
+        cls,
+        config: str,
+        th: Thresholds,
+        *,
+        kube_env: Mapping[str, str] | None = None,
+        metadata: str | None = None,
+    ) -> DiagnoseRun:
+        """diagnose with the lab's thresholds ``config``, naming containers as the
+        chain's exporter does: in Kubernetes mode with that exporter's environment
+        (``kube_env``: its kubeconfig and node name), or from a metadata file."""
         now = time.time()
         lab_start = now + START_S
         duration = decisive_minute_end(lab_start + 1.0, th) + AFTER_S - now
@@ -63,11 +73,14 @@ class DiagnoseRun:
             "1",
             "--config.file",
             config,
-            "--metadata.file",
-            metadata,
             "--quiet",
         ]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cmd += ["--kubernetes"] if kube_env is not None else []
+        cmd += ["--metadata.file", metadata] if metadata is not None else []
+        env = dict(os.environ) if kube_env is None else dict(kube_env)
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
         return cls(proc, duration, lab_start)
 
     def wait_for_lab_start(self) -> None:
@@ -89,9 +102,12 @@ class DiagnoseRun:
             self.proc.wait(timeout=10)
 
 
-def check_diagnose(lab: Lab, status: int, out: str, err: str) -> str:
+def check_diagnose(
+    status: int, out: str, err: str, *, victim: str, culprit: str, culprit_kind: str
+) -> str:
     """diagnose's report over the noisy-neighbour lab: the probe loaded (by CO-RE where
-    BTF exists), the greedy neighbour named as the victim's culprit with a request
+    BTF exists), the greedy neighbour (``culprit``, shown as ``[culprit_kind]``) named
+    as the victim's culprit with a request
     computed from its measured use, and every CPU finding's evidence saying the probe
     was loaded. Returns the remediation line."""
     assert status == 0, f"diagnose failed ({status}):\n{err[-3000:]}"
@@ -103,11 +119,10 @@ def check_diagnose(lab: Lab, status: int, out: str, err: str) -> str:
     if os.path.exists("/sys/kernel/btf/vmlinux"):  # the default loader where BTF exists
         assert "scheduler probe loaded by core" in first, first
     assert "no blame" not in out, out
-    victim, greedy = (f"lab/{lab.pod(role)}/app" for role in ("victim", "greedy"))
     rows = [line.split() for line in out.splitlines()]
     named = [r for r in rows if r[1:3] == ["noisy-neighbor", victim] and len(r) >= 5]
-    assert named and named[0][3] == greedy and named[0][4] == "[pod]", out
-    fix = re.search(rf"fix: Give {re.escape(greedy)} a CPU request of at least (\d+)m", out)
+    assert named and named[0][3:5] == [culprit, f"[{culprit_kind}]"], out
+    fix = re.search(rf"fix: Give {re.escape(culprit)} a CPU request of at least (\d+)m", out)
     assert fix and int(fix.group(1)) > 0, out
     assert "probe_loaded: true" in out and "probe_loaded: false" not in out, out
     return fix.group(0)

@@ -1,27 +1,36 @@
-"""End to end on a real kernel: contention labs → exporter → Prometheus → rules →
-Alertmanager → webhook, plus the replayed labs (memory, CPU steal) through the same chain.
+"""End to end on a real kernel, the way a default install runs: contention labs → the
+exporter with the chart's default DaemonSet arguments (Kubernetes mode against the API
+emulator) → Prometheus scraping it with the scrape config the Prometheus Operator
+generates from the chart's ServiceMonitor → the rendered PrometheusRule's groups →
+Alertmanager with kube-prometheus-stack's default configuration and the pack's inhibit
+rule → a webhook that records every notification (conftest.py says what is reproduced
+from where, and the pinned versions).
 
-For each real-kernel lab (run on the shared chain of conftest.py in slots of two labs at
-once, each pinned to a CPU of its own: :data:`SLOTS`):
+For each real-kernel lab (run in slots of two labs at once, each pinned to a CPU of its
+own: :data:`SLOTS`), and the workload lab (a Deployment whose pods churn):
 
-* the **exact** alerts arrive at the webhook — name, severity (the kind's, fixed),
-  the finding's level (the ``level`` annotation, in Prometheus), the victim's labels
-  (``namespace``, ``pod``, ``container`` from the labs' metadata file, ``instance``,
-  ``job``) and the culprit's labels — and Prometheus fires nothing else for the lab's
-  containers while the lab runs;
-* ``/findings`` holds the same findings (kind, victim, culprit, severity);
+* the **exact** notifications arrive at the webhook — alert name, severity (the kind's,
+  fixed), the finding's level (the ``level`` annotation, in Prometheus), the victim's
+  labels (``namespace``, ``pod``, ``container`` of the lab's pod, ``instance`` the node,
+  ``job``), the culprit's labels and the remediation — and nothing else fires for the
+  lab's containers while the lab runs;
+* ``/findings`` holds the same findings (kind, victim, culprit, level);
 * every dashboard panel query runs without error, and the panels the lab concerns show
   its victim;
-* after the lab ends, its alerts resolve (checked in :func:`test_3_everything_resolves`,
-  so the wait overlaps the next lab) and ``/findings`` empties.
+* after the lab ends, each incident has at most one firing and one resolved
+  notification per victim (:func:`test_3_everything_resolves`) and ``/findings`` empties;
+* no series carries the exporter's own pod (:func:`test_5_no_series_names_an_exporters_own_pod`)
+  and the quiet node notified nothing (:func:`test_6_the_quiet_node_notified_nothing`).
 
 The replayed labs (:mod:`labs.replay`: the memory kinds, and cpu-steal, a node-level
 finding whose alert has no victim labels) run from the start of the session in the
-background; :func:`test_2_replayed_lab` checks what was recorded.
+background, each as a node of its own; :func:`test_2_replayed_lab` checks what was
+recorded.
 
 Timing: thresholds are the packaged defaults with ``windowMinutes: 2`` and
-``sustainMinutes: 1`` (see ``labs.scenarios.SHORT_WINDOW``); Prometheus
-scrapes every second and evaluates the rules every 2 s. Every wait is bounded.
+``sustainMinutes: 1`` (see ``labs.scenarios.SHORT_WINDOW``), set as chart values;
+Prometheus scrapes every second and evaluates the rules every 2 s; Alertmanager's
+timers are the stack's scaled down. Every wait is bounded.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,11 +50,11 @@ from exporter.findings.thresholds import Thresholds
 from exporter.identity import Identity
 from exporter.probe.culprit import classify_culprit
 from exporter.rules.finding_alerts import ALERT_NAMES
+from labs import workload
 from labs.replay import HYPERVISOR, NODE, REPLAYS, ReplayLab
 from labs.scenarios import (
     LAB_CONTAINER,
     LAB_NAMESPACE,
-    LABS,
     Expect,
     Lab,
     LabRun,
@@ -53,6 +62,7 @@ from labs.scenarios import (
     get_lab,
     lab_cpu,
 )
+from labs.workload import WorkloadLab
 from tests.e2e.chain import (
     ChainError,
     alert_key,
@@ -62,10 +72,12 @@ from tests.e2e.chain import (
     wait_until,
 )
 from tests.e2e.conftest import (
-    ALERT_LABELS,
     E2E,
+    JOB,
+    QUIET_NODE,
     REPLAY_STALL_SECONDS,
-    RUNBOOK_URL,
+    WorkloadCase,
+    replay_node,
     run_dashboards,
 )
 from tests.e2e.diagnose import DiagnoseRun, check_diagnose
@@ -132,15 +144,18 @@ CONCERNS: dict[str, tuple[str, ...]] = {
 # --- expectations ----------------------------------------------------------------------
 
 
-def _culprit_labels(lab: Lab, role: str, cgroup_id: int) -> dict[str, str]:
+def _culprit_labels(run: LabRun, role: str) -> dict[str, str]:
     """The culprit labels the exporter gives a lab container (its own classifier, fed
-    the identity the metadata file declares)."""
+    the identity it resolves: the pod's names, or only the path of a container that is
+    not a pod)."""
+    cgroup_id = run.cgroups[role].cgroup_id
+    pod = role in run.lab_pods
     ident = Identity(
-        cgroup=lab.cgroup_path(role),
-        kind=CgroupKind.OTHER,
-        namespace=LAB_NAMESPACE,
-        pod=lab.pod(role),
-        container=LAB_CONTAINER,
+        cgroup=run.cgroup_path(role),
+        kind=CgroupKind.CONTAINER if pod else CgroupKind.OTHER,
+        namespace=LAB_NAMESPACE if pod else "",
+        pod=run.lab.pod(role) if pod else "",
+        container=LAB_CONTAINER if pod else "",
     )
     labels = classify_culprit(cgroup_id, {cgroup_id: ident}).labels()
     return {k: v for k, v in labels.items() if v}
@@ -155,7 +170,6 @@ def _alert_labels(
         "alertname": ALERT_OF[e.kind],
         "severity": th.severity_of(e.kind),
         "finding": e.kind,
-        **ALERT_LABELS,
         "namespace": LAB_NAMESPACE,
         "pod": lab.pod(e.victim),
         "container": LAB_CONTAINER,
@@ -164,27 +178,27 @@ def _alert_labels(
     }
 
 
-def expected_alerts(e2e: E2E, lab: Lab, run: LabRun) -> list[dict[str, str]]:
+def expected_alerts(e2e: E2E, run: LabRun) -> list[dict[str, str]]:
     out = []
-    for e in lab.expect:
-        labels = _alert_labels(e, lab, e2e.node_instance, "node", e2e.thresholds)
+    for e in run.lab.expect:
+        labels = _alert_labels(e, run.lab, e2e.node_instance, JOB, e2e.thresholds)
         if e.culprit is not None:
-            labels.update(_culprit_labels(lab, e.culprit, run.cgroups[e.culprit].cgroup_id))
+            labels.update(_culprit_labels(run, e.culprit))
         out.append(labels)
     return out
 
 
-def _want_labels(e2e: E2E, lab: Lab) -> list[tuple[str, str, str, str | None]]:
-    """The expected alerts' keys (alertname, severity, victim, culprit): containers by
-    name, as their series and alerts carry them."""
+def _want_labels(e2e: E2E, run: LabRun) -> list[tuple[str, str, str, str | None]]:
+    """The expected alerts' keys (alertname, severity, victim, culprit): containers as
+    their series and alerts name them."""
     return [
         (
             ALERT_OF[e.kind],
             e2e.thresholds.severity_of(e.kind),
-            lab.ref(e.victim),
-            e.culprit and lab.ref(e.culprit),
+            run.ref(e.victim),
+            e.culprit and run.ref(e.culprit),
         )
-        for e in lab.expect
+        for e in run.lab.expect
     ]
 
 
@@ -192,12 +206,17 @@ def _key_of(labels: Mapping[str, str]) -> tuple[str, str, str, str | None]:
     return alert_key(labels)
 
 
-def _lab_paths(lab: Lab) -> set[str]:
-    return {lab.cgroup_path(b.role) for b in lab.boxes}
+def _run_paths(run: LabRun) -> set[str]:
+    """The lab's containers' cgroup paths (what /findings rows carry)."""
+    return {run.cgroup_path(b.role) for b in run.lab.boxes}
 
 
-def _lab_refs(lab: Lab | ReplayLab) -> set[str]:
-    """The lab's containers as alerts name them (namespace/pod/container)."""
+def _run_refs(run: LabRun) -> set[str]:
+    """The lab's containers as alerts and series name them."""
+    return {run.ref(b.role) for b in run.lab.boxes}
+
+
+def _replay_refs(lab: ReplayLab) -> set[str]:
     return {lab.ref(b.role) for b in lab.boxes}
 
 
@@ -205,15 +224,28 @@ def _ours(labels: Mapping[str, str], refs: set[str]) -> bool:
     return container_of(labels) in refs
 
 
+def _check_runbook_url(n: Any) -> None:
+    """Every alert links to its runbook section: the default, this release's
+    docs/runbook.md (docs/configuration.md, runbookUrl)."""
+    url = n.annotations.get("runbook_url") or ""
+    anchor = n.labels["alertname"].lower()
+    assert url.startswith("https://") and url.endswith(f"/docs/runbook.md#{anchor}"), n
+
+
 # --- observations ------------------------------------------------------------------------
 
 
-def _prom_numbers(e2e: E2E, lab: Lab) -> dict[str, Any]:
+def _prom_numbers(e2e: E2E, run: LabRun) -> dict[str, Any]:
     """What Prometheus holds for each lab container right now (for the report)."""
     w = f"{e2e.thresholds.window_minutes}m"
     out: dict[str, Any] = {}
-    for b in lab.boxes:
-        sel = f'namespace="{LAB_NAMESPACE}",pod="{lab.pod(b.role)}",job="node"'
+    for b in run.lab.boxes:
+        own = (
+            f'namespace="{LAB_NAMESPACE}",pod="{run.lab.pod(b.role)}"'
+            if b.role in run.lab_pods
+            else f'cgroup="{run.cgroup_path(b.role)}"'
+        )
+        sel = f'{own},job="{JOB}",instance="{e2e.node_instance}"'
         q = {
             "usage_cores_1m": f"rate(contention_cpu_usage_seconds_total{{{sel}}}[1m])",
             "psi_some_1m": f"rate({pq.CPU_SOME}{{{sel}}}[1m])",
@@ -287,24 +319,24 @@ class LabCase:
 
     @property
     def paths(self) -> set[str]:  # /findings rows carry the path
-        return _lab_paths(self.lab)
+        return _run_paths(self.run)
 
     @property
     def refs(self) -> set[str]:  # alerts and series carry the names
-        return _lab_refs(self.lab)
+        return _run_refs(self.run)
 
 
 def _start_case(e2e: E2E, name: str, cpu: int | None) -> LabCase:
     lab = get_lab(name)
-    run = LabRun(lab, seconds=LAB_TIMEOUT + 60, metadata=e2e.metadata, layout=e2e.layout, cpu=cpu)
+    run = LabRun(lab, seconds=LAB_TIMEOUT + 60, layout=e2e.layout, cpu=cpu, pods=e2e.api)
     e2e.runs[name] = run  # removed in test_3 or, whatever happens, at session end
     run.start()
-    want = expected_alerts(e2e, lab, run)
+    want = expected_alerts(e2e, run)
     want_findings = {
         (
             e.kind,
-            lab.cgroup_path(e.victim),
-            None if e.culprit is None else lab.cgroup_path(e.culprit),
+            run.cgroup_path(e.victim),
+            None if e.culprit is None else run.cgroup_path(e.culprit),
             e.severity,
         )
         for e in lab.expect
@@ -328,7 +360,7 @@ def _case_agrees(e2e: E2E, c: LabCase, t0: float, doc: Mapping[str, Any], gauge:
         {_key_of(a) for a in prom} == c.want_keys
         and {_key_of(a) for a in firing} == c.want_keys
         and {finding_key(f) for f in rows} == c.want_findings
-        and {(e.kind, c.lab.ref(e.victim)) for e in c.lab.expect} <= gauge
+        and {(e.kind, c.run.ref(e.victim)) for e in c.lab.expect} <= gauge
         and labels_ok
         and levels_agree(prom_alerts, c.want_levels)
     )
@@ -339,7 +371,9 @@ def _await_slot(e2e: E2E, slot: str, cases: list[LabCase], t0: float) -> None:
         doc = _findings_doc(e2e)
         gauge = {
             (r["metric"].get("kind"), container_of(r["metric"]))
-            for r in e2e.chain.query('contention_finding{job="node"}')
+            for r in e2e.chain.query(
+                f'contention_finding{{job="{JOB}",instance="{e2e.node_instance}"}}'
+            )
         }
         every = [_case_agrees(e2e, c, t0, doc, gauge) for c in cases]  # each one's state
         return time.time() - t0 >= MIN_LAB_SECONDS and all(every)
@@ -353,7 +387,7 @@ def _await_slot(e2e: E2E, slot: str, cases: list[LabCase], t0: float) -> None:
                 f"firing in Prometheus: {json.dumps(c.state.get('prom'), indent=1)}\n"
                 f"/findings: {json.dumps(c.state.get('findings'), indent=1)[:6000]}\n"
                 f"kernel: {json.dumps({r: m.as_dict() for r, m in c.run.measure().items()})}\n"
-                f"Prometheus: {json.dumps(_prom_numbers(e2e, c.lab))}"
+                f"Prometheus: {json.dumps(_prom_numbers(e2e, c.run))}"
                 for c in cases
             )
             + f"\n{e2e.chain.logs()}"
@@ -375,7 +409,7 @@ def _observed(e2e: E2E, c: LabCase, t0: float, matched: float) -> dict[str, Any]
     observed: dict[str, Any] = {
         "seconds_to_agree": round(matched - t0, 1),
         "pinned_to_cpu": c.run.pinned_to,
-        "prometheus": _prom_numbers(e2e, c.lab),
+        "prometheus": _prom_numbers(e2e, c.run),
         "kernel": {r: m.as_dict() for r, m in c.run.measure().items()},
         "findings": [
             {
@@ -433,11 +467,10 @@ def _check_case(
     assert not wrong, f"lab {c.name}: unexpected alerts while it ran: {json.dumps(wrong, indent=1)}"
     for n in notes:
         assert n.annotations.get("summary") and n.annotations.get("description"), n
-        anchor = n.labels["alertname"].lower()
-        assert n.annotations.get("runbook_url") == f"{RUNBOOK_URL}#{anchor}", n
+        _check_runbook_url(n)
         assert n.annotations.get("remediation"), n  # the sentence, with or without a value
         assert n.annotations.get("level") in ("critical", "warning", "info"), n
-    victim = c.lab.ref(c.lab.expect[0].victim)  # the panels' `victim` label
+    victim = c.run.ref(c.lab.expect[0].victim)  # the panels' `victim` label
     for title in CONCERNS[c.name]:
         shown = any(victim in t for (_, tt, _), t in texts.items() if tt.startswith(title))
         assert shown, f"lab {c.name}: panel {title!r} shows no data for {victim}"
@@ -466,7 +499,7 @@ def test_1_labs(e2e: E2E, slot: tuple[str, ...], request: pytest.FixtureRequest)
         pytest.fail(f"the scheduler probe did not load ({e2e.probe_reason}): no blame")
     # diagnose watches the noisy-neighbour lab beside the chain (tests/e2e/diagnose.py)
     diag = (
-        DiagnoseRun.start(e2e.config, e2e.metadata.path, e2e.thresholds)
+        DiagnoseRun.start(e2e.config, e2e.thresholds, kube_env=e2e.node.env)
         if "noisy-neighbor" in slot
         else None
     )
@@ -483,7 +516,13 @@ def test_1_labs(e2e: E2E, slot: tuple[str, ...], request: pytest.FixtureRequest)
         observed = {c.name: _observed(e2e, c, t0, matched) for c in cases}
         if diag is not None:
             nn = next(c for c in cases if c.name == "noisy-neighbor")
-            observed[nn.name]["diagnose"] = check_diagnose(nn.lab, *diag.finish())
+            greedy = _culprit_labels(nn.run, "greedy")
+            observed[nn.name]["diagnose"] = check_diagnose(
+                *diag.finish(),
+                victim=nn.run.ref("victim"),
+                culprit=greedy["culprit"],
+                culprit_kind=greedy["culprit_kind"],
+            )
         has, errors, texts = run_dashboards(e2e.chain, e2e.thresholds)
         e2e.record_coverage(has)
     finally:
@@ -494,6 +533,88 @@ def test_1_labs(e2e: E2E, slot: tuple[str, ...], request: pytest.FixtureRequest)
     assert not errors, f"dashboard queries failed during labs {label}:\n" + "\n".join(errors)
     for c in cases:
         _check_case(e2e, c, observed[c.name], t0, matched, texts)
+
+
+@pytest.mark.kernel
+@pytest.mark.timeout(LAB_TIMEOUT + 150)
+def test_1b_workload_culprit(e2e: E2E) -> None:
+    """A Deployment whose pod is replaced every 15 s starves a victim on its CPU
+    (labs.workload): no generation alone holds blameShare of the wait, the workload
+    does, and the alert names it (culprit_kind workload, culprit_workload); /findings
+    says the same. The pods come and go in the API as the cgroups do."""
+    if not e2e.probe_loaded:
+        pytest.fail(f"the scheduler probe did not load ({e2e.probe_reason}): no blame")
+    assert e2e.layout is not None
+    lab = WorkloadLab(e2e.api, e2e.layout, lab_cpu(), seconds=LAB_TIMEOUT + 60)
+    e2e.workload = WorkloadCase(lab)
+    t0 = time.time()
+    lab.start()
+    victim = f"{workload.NAMESPACE}/{workload.VICTIM_POD}/app"
+    culprit = f"{workload.NAMESPACE}/{workload.WORKLOAD}"
+    want = {
+        "alertname": ALERT_OF["noisy-neighbor"],
+        "severity": e2e.thresholds.severity_of("noisy-neighbor"),
+        "finding": "noisy-neighbor",
+        "namespace": workload.NAMESPACE,
+        "pod": workload.VICTIM_POD,
+        "container": "app",
+        "instance": e2e.node_instance,
+        "job": JOB,
+        "culprit_kind": "workload",
+        "culprit_namespace": workload.NAMESPACE,
+        "culprit_workload": workload.WORKLOAD,
+    }
+    state: dict[str, Any] = {}
+
+    def agreed() -> bool:
+        rows = [
+            (f["kind"], f["victim"]["ref"], f["culprit"] and f["culprit"]["ref"])
+            for f in _findings_doc(e2e).get("findings") or []
+            if f["victim"]["ref"] == victim
+        ]
+        firing = [
+            dict(k)
+            for k, st in alert_states(
+                [n for n in e2e.chain.webhook.snapshot() if container_of(n.labels) == victim]
+            ).items()
+            if st == "firing"
+        ]
+        state.update(rows=rows, firing=firing)
+        return (
+            time.time() - t0 >= MIN_LAB_SECONDS
+            and rows == [("noisy-neighbor", victim, culprit)]
+            and len(firing) == 1
+            and all(firing[0].get(k) == v for k, v in want.items())
+        )
+
+    try:
+        wait_until(
+            "workload lab: the workload named at the webhook and in /findings",
+            agreed,
+            LAB_TIMEOUT,
+            interval=1.0,
+            detail=lambda: json.dumps(state, indent=1)
+            + f"\nerrors: {lab.errors}\n"
+            + e2e.chain.logs(),
+        )
+        has, errors, _ = run_dashboards(e2e.chain, e2e.thresholds)
+        e2e.record_coverage(has)  # the workload culprit's panels draw from this lab
+        assert not errors, "dashboard queries failed in the workload lab:\n" + "\n".join(errors)
+    except ChainError as err:
+        pytest.fail(str(err), pytrace=False)
+    finally:
+        lab.stop_workloads()
+        e2e.stopped["workload"] = time.time()
+    e2e.observed["workload"] = {
+        "seconds_to_agree": round(time.time() - t0, 1),
+        "generations": len(lab.generations),
+        "alert": state["firing"],
+        "remediation": sorted(
+            {n.annotations.get("remediation", "") for n in e2e.chain.webhook.snapshot()
+             if container_of(n.labels) == victim}
+        ),
+    }  # fmt: skip
+    assert not lab.errors, lab.errors
 
 
 TRANSIENT_LABELS = ("alertname", "severity", "pod", "culprit_pod", "culprit")
@@ -511,15 +632,15 @@ TRANSIENT_LABELS = ("alertname", "severity", "pod", "culprit_pod", "culprit")
 DECAY_TRANSIENTS_ALLOWED = True
 
 
-def _decay_transient(labels: Mapping[str, str], lab: Lab) -> bool:
+def _decay_transient(labels: Mapping[str, str], run: LabRun) -> bool:
     """An expected victim's alert on its way down from the expected one: the same kind
     (at any level), or cpu-contended once the culprit no longer qualifies."""
-    for e in lab.expect:
-        if container_of(labels) != lab.ref(e.victim):
+    for e in run.lab.expect:
+        if container_of(labels) != run.ref(e.victim):
             continue
         same_kind = labels.get("alertname") == ALERT_OF[e.kind] and container_of(
             labels, "culprit_"
-        ) == (None if e.culprit is None else lab.ref(e.culprit))
+        ) == (None if e.culprit is None else run.ref(e.culprit))
         contended_after = (
             e.kind in ("noisy-neighbor", "cpu-contended")
             and labels.get("alertname") == ALERT_OF["cpu-contended"]
@@ -570,8 +691,8 @@ def _kernel_check(name: str, check: str, observed: Mapping[str, Any]) -> None:
 def test_2_replayed_lab(e2e: E2E, name: str) -> None:
     w = e2e.replays[name]
     lab = w.lab
-    job = f"replay-{name}"
-    instance = f"127.0.0.1:{w.exporter.port}"
+    job = JOB
+    instance = replay_node(name)  # the node its exporter stands for
     want: list[dict[str, str]] = []
     for e in lab.expect:
         if e.victim == NODE:  # cpu-steal: the target's labels, the hypervisor as culprit
@@ -580,7 +701,6 @@ def test_2_replayed_lab(e2e: E2E, name: str) -> None:
                     "alertname": ALERT_OF[e.kind],
                     "severity": e2e.thresholds.severity_of(e.kind),
                     "finding": e.kind,
-                    **ALERT_LABELS,
                     "instance": instance,
                     "job": job,
                     "culprit_kind": HYPERVISOR,
@@ -600,7 +720,7 @@ def test_2_replayed_lab(e2e: E2E, name: str) -> None:
     webhook = e2e.chain.webhook
 
     def ours() -> list[Any]:
-        return [n for n in webhook.snapshot() if n.labels.get("job") == job]
+        return [n for n in webhook.snapshot() if n.labels.get("instance") == instance]
 
     # 1. The expected alerts fired (during the stall) with every label.
     wait_until(
@@ -627,8 +747,7 @@ def test_2_replayed_lab(e2e: E2E, name: str) -> None:
     firing = [n for n in ours() if n.status == "firing" and _key_of(n.labels) in want_keys]
     for n in firing:
         assert n.annotations.get("summary") and n.annotations.get("description"), n
-        anchor = n.labels["alertname"].lower()
-        assert n.annotations.get("runbook_url") == f"{RUNBOOK_URL}#{anchor}", n
+        _check_runbook_url(n)
         assert n.annotations.get("remediation"), n
         assert n.annotations.get("level") in ("critical", "warning", "info"), n
         if n.labels.get("culprit_kind") == HYPERVISOR:
@@ -701,17 +820,28 @@ def test_2_replayed_lab(e2e: E2E, name: str) -> None:
 # --- after the labs -----------------------------------------------------------------------
 
 
+def _all_refs_paths(e2e: E2E) -> tuple[set[str], set[str]]:
+    """Every lab container that ran (the workload lab's victim and jobs included) as
+    alerts name it, and as /findings rows carry it."""
+    refs = {r for run in e2e.runs.values() for r in _run_refs(run)}
+    paths = {p for run in e2e.runs.values() for p in _run_paths(run)}
+    if e2e.workload is not None:
+        refs |= e2e.workload.refs()
+        paths |= e2e.workload.paths()
+    return refs, paths
+
+
 @pytest.mark.kernel
 @pytest.mark.timeout(300)
 def test_3_everything_resolves(e2e: E2E) -> None:
     """Every alert of every lab resolved after its workloads stopped (the containers
     stay, idle) and /findings emptied; meanwhile only an expected victim's alerts and
-    their decay (see DECAY_TRANSIENTS_ALLOWED) may fire. (Then test_3b deletes the idle
-    containers.)"""
+    their decay (see DECAY_TRANSIENTS_ALLOWED) may fire; and what the on-call person
+    got, notification by notification: for every victim, one incident (one alert, one
+    firing, one resolved). (Then test_3b deletes the idle containers.)"""
     if not e2e.stopped:
         pytest.skip("no real-kernel lab ran in this session")
-    all_paths = {LABS[n].cgroup_path(b.role) for n in e2e.stopped for b in LABS[n].boxes}
-    all_refs = {LABS[n].ref(b.role) for n in e2e.stopped for b in LABS[n].boxes}
+    all_refs, all_paths = _all_refs_paths(e2e)
     webhook = e2e.chain.webhook
     resolve_by = max(e2e.stopped.values()) + e2e.thresholds.window_minutes * 60 + 120
 
@@ -734,34 +864,113 @@ def test_3_everything_resolves(e2e: E2E) -> None:
         ),
     )
     for name, stopped in e2e.stopped.items():
-        lab = LABS[name]
-        refs = _lab_refs(lab)
-        mine = [n for n in ours() if _ours(n.labels, refs)]
-        after = [n for n in mine if n.status == "firing" and n.received > stopped]
-        wrong, decay = [], []
-        for n in after:
-            if _decay_transient(n.labels, lab):  # the expected alert or its decay
-                if _key_of(n.labels) not in set(_want_labels(e2e, lab)):
-                    decay.append(
-                        {
-                            "after_stop_s": round(n.received - stopped, 1),
-                            **{k: n.labels[k] for k in TRANSIENT_LABELS if k in n.labels},
-                        }
-                    )
-            else:
-                wrong.append(dict(n.labels))
-        resolved = [n.received for n in mine if n.status == "resolved"]
-        e2e.observed.setdefault(name, {})["decay_transients"] = decay
-        e2e.observed[name]["last_resolved_after_stop_s"] = (
-            round(max(resolved) - stopped, 1) if resolved else None
-        )
-        assert not wrong, f"lab {name}: alerts after its workloads stopped: {wrong}"
-        if decay and not DECAY_TRANSIENTS_ALLOWED:
-            pytest.fail(f"lab {name}: decay transients {decay}", pytrace=False)
+        if name in e2e.runs:
+            _check_decay(e2e, name, e2e.runs[name], stopped, ours())
+    gap = _workload_decay_gap(e2e, ours())
+    e2e.observed["known_gaps"] = [dict(n.labels) for n in gap]
+    counted = [n for n in ours() if n not in gap]
+    incidents = {v: incidents_of(counted, v) for v in sorted(all_refs)}
+    e2e.observed["notifications"] = {v: i for v, i in incidents.items() if i}
+    print(f"\n[notifications] per victim: {json.dumps(e2e.observed['notifications'])}")
+    many = {
+        v: i
+        for v, i in incidents.items()
+        if len(i) > 1 or any(x["firing"] > 1 or x["resolved"] > 1 for x in i)
+    }
+    assert not many, (
+        f"more than one incident's worth of notifications for a victim: {many}\n"
+        + "\n".join(_timeline(counted, v) for v in many)
+    )
     print(
         "\n[resolved] last resolved notification, seconds after each lab's workloads stopped: "
-        + json.dumps({n: e2e.observed[n]["last_resolved_after_stop_s"] for n in e2e.stopped})
+        + json.dumps({n: e2e.observed[n].get("last_resolved_after_stop_s") for n in e2e.stopped})
     )
+
+
+def _check_decay(e2e: E2E, name: str, run: LabRun, stopped: float, notes: list[Any]) -> None:
+    refs = _run_refs(run)
+    mine = [n for n in notes if _ours(n.labels, refs)]
+    after = [n for n in mine if n.status == "firing" and n.received > stopped]
+    wrong, decay = [], []
+    want = set(_want_labels(e2e, run))
+    for n in after:
+        if _decay_transient(n.labels, run):  # the expected alert or its decay
+            if _key_of(n.labels) not in want:
+                decay.append(
+                    {
+                        "after_stop_s": round(n.received - stopped, 1),
+                        **{k: n.labels[k] for k in TRANSIENT_LABELS if k in n.labels},
+                    }
+                )
+        else:
+            wrong.append(dict(n.labels))
+    resolved = [n.received for n in mine if n.status == "resolved"]
+    e2e.observed.setdefault(name, {})["decay_transients"] = decay
+    e2e.observed[name]["last_resolved_after_stop_s"] = (
+        round(max(resolved) - stopped, 1) if resolved else None
+    )
+    assert not wrong, f"lab {name}: alerts after its workloads stopped: {wrong}"
+    if decay and not DECAY_TRANSIENTS_ALLOWED:
+        pytest.fail(f"lab {name}: decay transients {decay}", pytrace=False)
+
+
+def _workload_decay_gap(e2e: E2E, notes: Sequence[Any]) -> list[Any]:
+    """The one kind change the rules and the evaluator still make, documented in
+    docs/findings.md#one-incident-one-alert: the workload lab's victim turning
+    cpu-contended after the workload stopped (its only running replica young and idle).
+    Its notifications, so that test_3 can leave them out of the count and record them;
+    any other second alert for a victim still fails."""
+    stopped = e2e.stopped.get("workload")
+    if stopped is None:
+        return []
+    victim = f"{workload.NAMESPACE}/{workload.VICTIM_POD}/app"
+    contended = [
+        n
+        for n in notes
+        if container_of(n.labels) == victim
+        and n.labels.get("alertname") == ALERT_OF["cpu-contended"]
+    ]
+    first = min((n.received for n in contended if n.status == "firing"), default=None)
+    return contended if first is not None and first > stopped else []
+
+
+def _timeline(notes: Sequence[Any], victim: str) -> str:
+    """One victim's notifications in order, one line each (what a failure shows)."""
+    mine = sorted((n for n in notes if container_of(n.labels) == victim), key=lambda n: n.received)
+    if not mine:
+        return f"{victim}: no notifications"
+    t0 = mine[0].received
+    lines = [
+        f"  +{n.received - t0:6.1f}s {n.status:8} {n.labels.get('alertname')} "
+        f"culprit={container_of(n.labels, 'culprit_') or n.labels.get('culprit')} "
+        f"level={n.annotations.get('level')} startsAt={n.starts_at} endsAt={n.ends_at}"
+        for n in mine
+    ]
+    return f"{victim} (first at {time.strftime('%H:%M:%S', time.gmtime(t0))}Z):\n" + "\n".join(
+        lines
+    )
+
+
+def incidents_of(notes: Sequence[Any], victim: str) -> list[dict[str, Any]]:
+    """What one victim's notifications add up to, per alert (its full label set): how
+    many firing episodes (distinct startsAt; Alertmanager repeats a firing alert in
+    every notification of its group, which is not a new page) and resolved ones."""
+    by_alert: dict[tuple[tuple[str, str], ...], dict[str, set[str]]] = {}
+    for n in notes:
+        if container_of(n.labels) != victim:
+            continue
+        key = tuple(sorted(n.labels.items()))
+        seen = by_alert.setdefault(key, {"firing": set(), "resolved": set()})
+        seen["firing" if n.status == "firing" else "resolved"].add(n.starts_at)
+    return [
+        {
+            "alert": dict(k).get("alertname"),
+            "culprit": container_of(dict(k), "culprit_") or dict(k).get("culprit"),
+            "firing": len(v["firing"]),
+            "resolved": len(v["resolved"]),
+        }
+        for k, v in by_alert.items()
+    ]
 
 
 @pytest.mark.kernel
@@ -771,11 +980,12 @@ def test_3b_nothing_fires_once_the_containers_are_deleted(e2e: E2E) -> None:
     fire in a bounded observation window after it."""
     if not e2e.stopped:
         pytest.skip("no real-kernel lab ran in this session")
-    all_paths = {LABS[n].cgroup_path(b.role) for n in e2e.stopped for b in LABS[n].boxes}
-    all_refs = {LABS[n].ref(b.role) for n in e2e.stopped for b in LABS[n].boxes}
+    all_refs, all_paths = _all_refs_paths(e2e)
     removed_at = time.time()
     for run in e2e.runs.values():
         run.stop()
+    if e2e.workload is not None:
+        e2e.workload.lab.stop()
     hold = 20.0  # a bounded observation window: nothing may fire in it
     deadline = time.monotonic() + hold
     while time.monotonic() < deadline:
@@ -790,23 +1000,56 @@ def test_3b_nothing_fires_once_the_containers_are_deleted(e2e: E2E) -> None:
     e2e.save_observed()
 
 
-def _no_lab_builds_it(expr: str) -> bool:
-    """A query that draws only workload culprits: one needs two or more containers of
-    one workload blamed by the same victim, which none of these labs builds. The family
-    is checked on the real kernel (tests/integration/test_churn_kernel.py) and
-    the victim naming these queries share in promtool (tests/unit/test_dashboards.py)."""
-    return "contention_workload_blame_ratio" in expr and "contention_finding" not in expr
+@pytest.mark.kernel
+def test_5_no_series_names_an_exporters_own_pod(e2e: E2E) -> None:
+    """Under the operator's scrape job for the chart's ServiceMonitor, no series of any
+    exporter carries the labels of the exporter's own pod (the chart drops the target's
+    namespace/pod/container: docs/kube-prometheus-stack.md, "Target labels"), while the
+    lab containers' series keep their own."""
+    own = {
+        "namespace": e2e.node.invocation.pod.namespace,
+        "pod": e2e.node.invocation.pod.name,
+        "container": e2e.node.invocation.pod.container,
+    }
+    stamped = {
+        k: e2e.chain.query(f'count({{__name__=~"contention_.+", {k}="{v}"}})')
+        for k, v in own.items()
+    }
+    counts = {k: int(float(r[0]["value"][1])) if r else 0 for k, r in stamped.items()}
+    mine = e2e.chain.query(f'count({{__name__=~"contention_.+", job="{JOB}"}})')
+    named = e2e.chain.query(f'count({{__name__=~"contention_.+", namespace="{LAB_NAMESPACE}"}})')
+    e2e.observed["exporter_pod_labels"] = {
+        "stamped": counts,
+        "series": mine and mine[0]["value"][1],
+    }
+    total = mine and mine[0]["value"][1]
+    print(f"\n[labels] series with the exporter pod's labels: {counts} of {total}")
+    assert counts == {"namespace": 0, "pod": 0, "container": 0}, counts
+    assert named, "no series names a lab container by namespace/pod/container"
+
+
+def test_6_the_quiet_node_notified_nothing(e2e: E2E) -> None:
+    """A node where nothing contends (its exporter on a still fixture tree, named by the
+    API like the lab node) sends nothing, all session long."""
+    got = [
+        dict(n.labels)
+        for n in e2e.chain.webhook.snapshot()
+        if n.labels.get("instance") == QUIET_NODE
+    ]
+    up = e2e.chain.query(f'up{{instance="{QUIET_NODE}"}}')
+    assert up and up[0]["value"][1] == "1", f"the quiet node was not scraped: {up}"
+    assert not got, f"the quiet node notified: {got}"
 
 
 @pytest.mark.kernel
 def test_4_every_panel_query_returned_data(e2e: E2E) -> None:
-    if set(e2e.stopped) != set(LAB_ORDER) or any(
+    if not set(LAB_ORDER) | {"workload"} <= set(e2e.stopped) or any(
         w.dashboards is None for w in e2e.replays.values()
     ):
         pytest.skip("needs every lab and replay of the session to have run")
     empty = [
         f"{uid} / {title}: {expr[:160]}"
         for (uid, title, expr), has in e2e.coverage.items()
-        if not has and not _no_lab_builds_it(expr)
+        if not has
     ]
     assert not empty, "panel queries that never returned data in any lab:\n" + "\n".join(empty)
