@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The scheduler probe's cost, CO-RE and BCC side by side in one run (root only).
 
-    sudo .venv/bin/python bench/probe_bench.py [--seconds 10] [--last-runner] [--json]
+    sudo .venv/bin/python bench/probe_bench.py [--seconds 10] [--last-runner] [--profile]
+        [--no-runqlat] [--json]
 
 Part 1, per-event kernel cost. With ``kernel.bpf_stats_enabled=1`` (restored
 afterwards) the kernel accounts each BPF program's run time and run count
@@ -14,7 +15,13 @@ so they see exactly the same events:
 * ``tracepoint empty`` / ``tracepoint clock-read`` / ``histogram-only``: the same for
   BCC's perf-event tracepoints, and a runqlat-like program (``bpf/bench_*.c``);
 * ``core`` and ``bcc``: the full probe through each loader (occupancy; with
-  ``--last-runner`` also last-runner mode), tracking every non-root cgroup.
+  ``--last-runner`` also last-runner mode), tracking every non-root cgroup;
+  ``core no burst``: the CO-RE probe with its burst count off (the ``burst`` knob), so
+  the burst measurement's increment is measured, not guessed; with ``--profile`` also
+  the CO-RE probe rebuilt without one part of its switch path at a time (``ABLATIONS``);
+* ``runqlat (bpfcc-tools)``: BCC's own ``runqlat`` (Debian's ``runqlat-bpfcc``), a
+  histogram-only probe with no blame, run as its own process over the same window: the
+  outside reference (``--no-runqlat`` leaves it out).
 
 Load: a pipe ping-pong between two processes pinned to one CPU, in a lab cgroup
 (``contention-test-bench-pingpong``, removed afterwards); both end by themselves after
@@ -60,7 +67,8 @@ STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
 UNIFIED = "/sys/fs/cgroup/unified"
 SWITCH = "sched_switch"
 BCC_HOOKS = ("sched_switch", "sched_wakeup", "sched_wakeup_new", "sched_process_exit")
-TARGETS = {"core_switch_ns": 150.0, "core_all_hooks_ns": 250.0}
+TARGETS = {"core_switch_ns": 150.0, "core_all_hooks_ns": 250.0, "burst_switch_ns": 15.0}
+RUNQLAT = "runqlat (bpfcc-tools)"
 
 
 def all_cgroup_ids() -> list[int]:
@@ -118,6 +126,80 @@ def snapshot(fds: dict[str, int]) -> dict[str, tuple[int, int]]:
     return out
 
 
+def _fdinfo(pid: int, fd: str) -> dict[str, str]:
+    try:
+        with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+            return {k.strip(): v.strip() for k, v in (ln.split(":", 1) for ln in f if ":" in ln)}
+    except OSError:
+        return {}
+
+
+class Runqlat:
+    """BCC's own ``runqlat`` (Debian's bpfcc-tools: ``runqlat-bpfcc``), the outside
+    reference: a histogram-only probe, run as its own process for the whole window and
+    measured through its programs' fdinfo (the same ``run_time_ns / run_cnt``); each
+    program's hook is the ``tp_name`` of the raw-tracepoint link that attached it."""
+
+    COMMAND = "runqlat-bpfcc"
+    READY = b"Tracing run queue latency"
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.why = ""
+
+    def start(self, timeout: float = 90.0) -> bool:
+        exe = shutil.which(self.COMMAND) or shutil.which(self.COMMAND, path="/usr/sbin")
+        if exe is None:
+            self.why = f"{self.COMMAND} not found (apt-get install bpfcc-tools)"
+            return False
+        # interval and count: one summary after an hour, so it only traces meanwhile
+        self.proc = subprocess.Popen(
+            [exe, "3600", "1"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        line = b""
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            line = self.proc.stdout.readline()
+            if self.READY in line:
+                return True
+        self.why = f"{self.COMMAND} did not start tracing (rc={self.proc.poll()})"
+        self.close()
+        return False
+
+    def fds(self) -> dict[str, str]:
+        """Hook -> the fd (in its process) of the program attached there."""
+        assert self.proc is not None
+        pid = self.proc.pid
+        progs: dict[str, str] = {}  # prog_id -> fd
+        hooks: dict[str, str] = {}  # prog_id -> tp_name
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            info = _fdinfo(pid, fd)
+            if "run_time_ns" in info and "prog_id" in info:
+                progs[info["prog_id"]] = fd
+            elif "tp_name" in info and "prog_id" in info:
+                hooks[info["prog_id"]] = info["tp_name"]
+        return {hooks.get(pid_, f"prog{pid_}"): fd for pid_, fd in progs.items()}
+
+    def snapshot(self, fds: dict[str, str]) -> dict[str, tuple[int, int]]:
+        assert self.proc is not None
+        out = {}
+        for hook, fd in fds.items():
+            info = _fdinfo(self.proc.pid, fd)
+            out[hook] = (int(info.get("run_time_ns", 0)), int(info.get("run_cnt", 0)))
+        return out
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # our own child, by PID
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
 def bcc_fds(bpf: Any) -> dict[str, int]:
     out = {}
     for hook in BCC_HOOKS:
@@ -148,6 +230,45 @@ def core_references(workdir: Path) -> tuple[BpfObject | None, str]:
     return bo, ""
 
 
+# --profile: the CO-RE probe built again with one part of its sched_switch path taken
+# out (bpf/sched_probe.bpf.c, sched_probe_logic.h: BENCH_* macros, never set in the
+# shipped object): each variant's cost below the full probe's is that part's.
+ABLATIONS = {
+    "core -atomics": "BENCH_PLAIN_ADDS",  # the histogram's two atomic adds, plain
+    "core -prev cgroup": "BENCH_NO_PREV_CGROUP",  # prev's cgroup id not read
+    "core -ring": "BENCH_NO_RING",  # no run slice pushed
+}
+
+
+def build_ablation(workdir: Path, macro: str) -> Path:
+    """The CO-RE object compiled with ``-D<macro>`` (scripts/build-bpf.sh's flags)."""
+    out = workdir / f"ablate-{macro.lower()}.o"
+    r = subprocess.run(
+        [
+            "clang",
+            "-target",
+            "bpfel",
+            "-g",
+            "-O2",
+            "-nostdinc",
+            "-isystem",
+            "/usr/include",
+            f"-I{BPF_DIR}",
+            f"-D{macro}",
+            "-c",
+            str(BPF_DIR / "sched_probe.bpf.c"),
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if r.returncode != 0:
+        raise SystemExit(f"probe_bench: cannot build the {macro} variant: {r.stderr[-300:]}")
+    return out
+
+
 @dataclass
 class Programs:
     """Everything attached for the measurement; ``close()`` detaches it all."""
@@ -157,7 +278,7 @@ class Programs:
     bcc_refs: list[Any] = field(default_factory=list)
     core_ref: BpfObject | None = None
 
-    def attach(self, workdir: Path, last_runner: bool) -> None:
+    def attach(self, workdir: Path, last_runner: bool, profile: bool = False) -> None:
         from bcc import BPF
 
         # References first (programs attached earlier pay more cold-cache misses).
@@ -176,16 +297,29 @@ class Programs:
             self.bcc_refs.append(b)
             self.sets[name] = bcc_fds(b)
         modes = ("occupancy", "last-runner") if last_runner else ("occupancy",)
-        for loader in ("core", "bcc"):
-            for mode in modes:
-                key = loader if mode == "occupancy" else f"{loader} last-runner"
-                p = SchedProbe(loader=loader, attribution=mode)
-                st = p.load()
-                if not st.loaded:
-                    raise SystemExit(f"probe_bench: {key} not loaded: {st.reason}: {st.detail}")
-                self.probes[key] = p
-                assert p._maps is not None
-                self.sets[key] = p._maps.program_fds()
+        # The full probe, and the CO-RE one without its burst count (the burst knob
+        # off: the verifier removes that code), for the burst measurement's increment.
+        # Attached last: a later program pays fewer cold misses, so the increment is
+        # not understated.
+        variants = [
+            (loader if mode == "occupancy" else f"{loader} last-runner", loader, mode, True)
+            for loader in ("core", "bcc")
+            for mode in modes
+        ]
+        variants.append(("core no burst", "core", "occupancy", False))
+        objects = (
+            {name: build_ablation(workdir, m) for name, m in ABLATIONS.items()} if profile else {}
+        )
+        variants += [(name, "core", "occupancy", True) for name in objects]
+        for key, loader, mode, burst in variants:
+            obj = str(objects[key]) if key in objects else None
+            p = SchedProbe(loader=loader, attribution=mode, burst=burst, object_path=obj)
+            st = p.load()
+            if not st.loaded:
+                raise SystemExit(f"probe_bench: {key} not loaded: {st.reason}: {st.detail}")
+            self.probes[key] = p
+            assert p._maps is not None
+            self.sets[key] = p._maps.program_fds()
 
     def close(self) -> None:
         for p in self.probes.values():
@@ -245,7 +379,7 @@ def cost_rows(before: Snapshot, after: Snapshot, window: float) -> dict[str, dic
             r[f"{hook}_ns_per_event"] = dt / dn if dn else 0.0
         r["all_hooks_ns"] = total_ns
         rows[name] = r
-    switches = max(r[f"{SWITCH}_events"] for r in rows.values())
+    switches = max(r.get(f"{SWITCH}_events", 0) for r in rows.values())
     for r in rows.values():
         r["all_hooks_ns_per_switch"] = r["all_hooks_ns"] / switches if switches else 0.0
         r["kernel_cpu_seconds_per_second"] = r["all_hooks_ns"] / 1e9 / window
@@ -257,7 +391,25 @@ def verdict(rows: dict[str, dict[str, float]]) -> dict[str, Any]:
     core, bcc = rows.get("core", {}), rows.get("bcc", {})
     core_sw = core.get(f"{SWITCH}_ns_per_event", 0.0)
     core_all = core.get("all_hooks_ns_per_switch", 1e9)
+    plain = rows.get("core no burst", {})
+    ref = rows.get(RUNQLAT, {})
+
+    def ratio(a: float, b: float) -> float | None:
+        return a / b if b else None
+
     return {
+        "burst_switch_increment_ns": core_sw - plain.get(f"{SWITCH}_ns_per_event", 0.0)
+        if plain
+        else None,
+        "burst_all_hooks_increment_ns": core.get("all_hooks_ns_per_switch", 0.0)
+        - plain.get("all_hooks_ns_per_switch", 0.0)
+        if plain
+        else None,
+        "core_no_burst_switch_ns": plain.get(f"{SWITCH}_ns_per_event"),
+        "core_to_runqlat_switch": ratio(core_sw, ref.get(f"{SWITCH}_ns_per_event", 0.0)),
+        "core_to_runqlat_all_hooks": ratio(
+            core.get("all_hooks_ns_per_switch", 0.0), ref.get("all_hooks_ns_per_switch", 0.0)
+        ),
         "core_switch_ns": core_sw,
         "core_switch_target_met": core_sw <= TARGETS["core_switch_ns"],
         "core_all_hooks_ns": core.get("all_hooks_ns_per_switch", 0.0),
@@ -273,18 +425,26 @@ def kernel_costs(a: argparse.Namespace) -> dict[str, Any]:
         stats_before = f.read().strip()
     labs: list[LabCgroup] = []
     progs = Programs()
+    runqlat = Runqlat()
     workdir = Path(tempfile.mkdtemp(prefix="probe-bench-"))
     try:
         with open(STATS_SYSCTL, "w") as f:
             f.write("1")
-        progs.attach(workdir, a.last_runner)
+        progs.attach(workdir, a.last_runner, a.profile)
         labs.append(LabCgroup.create("bench-pingpong"))
         if a.with_hog:
             labs.append(LabCgroup.create("bench-hog"))
         tracked = all_cgroup_ids()
         for p in progs.probes.values():
             p.set_tracked(tracked)
+        rq_fds: dict[str, str] = {}
+        if not a.no_runqlat and runqlat.start():
+            rq_fds = runqlat.fds()
+        elif runqlat.why:
+            print(f"probe_bench: no runqlat reference: {runqlat.why}", file=sys.stderr)
         before = {k: snapshot(v) for k, v in progs.sets.items()}
+        if rq_fds:
+            before[RUNQLAT] = runqlat.snapshot(rq_fds)
         for p in progs.probes.values():
             p.poll()
         totals0 = {k: p.totals() for k, p in progs.probes.items()}
@@ -292,10 +452,13 @@ def kernel_costs(a: argparse.Namespace) -> dict[str, Any]:
         first = next(iter(progs.probes.values()))
         window, poll_s = run_load(labs[0], hog_lab, seconds, first)
         after = {k: snapshot(v) for k, v in progs.sets.items()}
+        if rq_fds:
+            after[RUNQLAT] = runqlat.snapshot(rq_fds)
         for p in progs.probes.values():
             p.poll()
         totals1 = {k: p.totals() for k, p in progs.probes.items()}
     finally:
+        runqlat.close()
         progs.close()
         for lb in labs:
             lb.remove()
@@ -304,7 +467,7 @@ def kernel_costs(a: argparse.Namespace) -> dict[str, Any]:
             f.write(stats_before)
 
     rows = cost_rows(before, after, window)
-    switches = max(r[f"{SWITCH}_events"] for r in rows.values())
+    switches = max(r.get(f"{SWITCH}_events", 0) for r in rows.values())
     recorded = {
         k: (totals1[k].runq_events - totals0[k].runq_events) / switches if switches else 0.0
         for k in progs.probes
@@ -400,6 +563,19 @@ def print_table(result: dict[str, Any]) -> None:
             f"{t['core_all_hooks_ns']:.0f}: {met(v['core_all_hooks_target_met'])}); "
             f"no slower than BCC: {'yes' if v['core_not_slower_than_bcc'] else 'NO'}"
         )
+        inc = v["burst_switch_increment_ns"]
+        if inc is not None:
+            print(
+                f"burst demand: +{inc:.1f} ns per sched_switch (target <= "
+                f"{t['burst_switch_ns']:.0f}: {met(inc <= t['burst_switch_ns'])}), "
+                f"+{v['burst_all_hooks_increment_ns']:.1f} ns all hooks per switch; "
+                f"without it {v['core_no_burst_switch_ns']:.0f} ns per sched_switch"
+            )
+        if v["core_to_runqlat_switch"] is not None:
+            print(
+                f"CO-RE probe / BCC's runqlat: {v['core_to_runqlat_switch']:.2f}x per "
+                f"sched_switch, {v['core_to_runqlat_all_hooks']:.2f}x all hooks per switch"
+            )
         rec = ", ".join(f"{n} {x:.2f}" for n, x in k["recorded_waits_per_switch"].items())
         print(f"waits recorded per switch: {rec}")
     s = result.get("startup")
@@ -429,6 +605,14 @@ def main() -> int:
         "--last-runner", action="store_true", help="also both probes in last-runner mode"
     )
     ap.add_argument("--no-startup", action="store_true", help="skip the exporter start-up/RSS part")
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="also the CO-RE probe without one part of its switch path at a time",
+    )
+    ap.add_argument(
+        "--no-runqlat", action="store_true", help="without BCC's runqlat-bpfcc as the reference"
+    )
     ap.add_argument("--settle", type=float, default=5.0, help="seconds before reading RSS")
     a = ap.parse_args()
     if os.geteuid() != 0:
