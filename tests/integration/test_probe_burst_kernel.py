@@ -1,7 +1,8 @@
 """Burst demand on the real kernel (root; once per loader): the probe's count of a
 cgroup's threads running or runnable at once (exporter/probe/burst.py,
-docs/probe.md "Burst demand") says N for N busy threads and 1 for one, and goes back
-down when threads go away (a count that leaked would say more than there are).
+docs/probe.md "Burst demand") says N for N busy threads and 1 for a task alone in its
+cgroup, and goes back down when threads go away (a count that leaked would say more
+than there are).
 
 The labs (``contention-test-*``) are removed, and their workers killed, by the
 ``make_lab`` fixture; every worker ends by itself after a few seconds. Run under the
@@ -18,7 +19,7 @@ import pytest
 
 from exporter.probe import ProbeDelta, SchedProbe
 from exporter.probe.burst import BURST_BOUNDS, peak_threads, share_above, threads_quantile
-from labs import LabCgroup, spawn_busy
+from labs import LabCgroup, spawn_busy, spawn_periodic
 
 pytestmark = [pytest.mark.kernel, pytest.mark.probe]
 
@@ -53,7 +54,8 @@ def test_busy_threads_count_as_many_and_the_count_goes_back_down(
     # Four busy loops and one, at once, on the 2 CPUs: each is preempted over and over,
     # so nearly every observation sees every busy loop of its own cgroup runnable.
     busy4 = spawn_busy(four, threads=4, seconds=SETTLE_S + WINDOW_S + 3)
-    spawn_busy(one, threads=1, seconds=SETTLE_S + WINDOW_S + 3)
+    # one task alone in its cgroup (a busy loop's worker parent would be a second one)
+    spawn_periodic(one, work_ms=2.0, period_ms=10.0, seconds=SETTLE_S + WINDOW_S + 3)
     time.sleep(SETTLE_S)
     probe.poll()
     time.sleep(WINDOW_S)
@@ -61,26 +63,31 @@ def test_busy_threads_count_as_many_and_the_count_goes_back_down(
     assert d.burst_measured
     b4, b1 = burst_of(d, four.cgroup_id), burst_of(d, one.cgroup_id)
     assert sum(b4) >= 50 and sum(b1) >= 20, (b4, b1)
-    assert exactly(b4, 4) >= 0.9, b4
-    # the worker's parent waits asleep in the cgroup; at most it wakes once in a while
-    assert peak_threads(b4) is not None and peak_threads(b4) <= 6, b4
+    # The worker's parent is in the cgroup too, and wakes every 50 ms to reap: while it
+    # waits for a CPU behind the loops it is a fifth runnable task (seen: 11 % of the
+    # observations at 5). Never fewer than the 4 loops, never more than the 5 tasks.
+    assert share_above(b4, 3) is not None and share_above(b4, 3) >= 0.97, b4
+    assert exactly(b4, 4) >= 0.7, b4
+    assert share_above(b4, 6) == 0.0, b4
+    peak = peak_threads(b4)
+    assert peak is not None and peak <= 6, b4
     q = threads_quantile(b4, 0.5)
     assert q is not None and 3 < q <= 4, (q, b4)
-    assert exactly(b1, 1) >= 0.97, b1
-    assert share_above(b1, 2) == 0.0, b1
-    # the sum is the observed counts: about 4 per observation
+    # one task: always 1
+    assert share_above(b1, 1) == 0.0, b1
+    # the sum is the observed counts: 4 to 5 per observation
     r4 = d.runq[four.cgroup_id]
-    assert 3.8 * sum(b4) <= r4.burst_sum <= 4.5 * sum(b4), (r4.burst_sum, b4)
+    assert 3.9 * sum(b4) <= r4.burst_sum <= 5.0 * sum(b4), (r4.burst_sum, b4)
 
-    # Kill the four (exits are switch-outs too), then one busy loop in the same cgroup:
-    # it must see 1, not 1 plus what the four left behind.
+    # Kill the four (exits are switch-outs too), then one task in the same cgroup: it
+    # must see 1, not 1 plus what the four left behind.
     busy4.stop()
-    spawn_busy(four, threads=1, seconds=SETTLE_S + WINDOW_S + 3)
+    spawn_periodic(four, work_ms=2.0, period_ms=10.0, seconds=SETTLE_S + WINDOW_S + 3)
     time.sleep(SETTLE_S)
     probe.poll()
     time.sleep(WINDOW_S)
     b = burst_of(probe.poll(), four.cgroup_id)
-    assert sum(b) >= 20 and exactly(b, 1) >= 0.97, b
+    assert sum(b) >= 20 and share_above(b, 1) == 0.0, b
 
 
 def test_burst_off_counts_nothing(make_lab: MakeLab, load_probe: Callable[..., SchedProbe]) -> None:
