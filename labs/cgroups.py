@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol
 
+from exporter.selftest.cgroups import procs, write_file
+
 PREFIX = "contention-test-"
 DEFAULT_CGROUP_ROOT = "/sys/fs/cgroup"
 OWNER_DIR = "/run/contention-labs"
@@ -187,32 +189,16 @@ def _drop_owner(dirname: str, owner_dir: str) -> None:
         os.unlink(_owner_path(dirname, owner_dir))
 
 
-# --- low-level cgroup file operations --------------------------------------------------
-
-
-def _write(path: str, value: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        os.write(fd, value.encode())
-    finally:
-        os.close(fd)
-
-
-def _procs(directory: str) -> list[int]:
-    try:
-        with open(os.path.join(directory, "cgroup.procs")) as f:
-            return [int(x) for x in f.read().split()]
-    except FileNotFoundError:
-        return []
+# --- low-level cgroup file operations (writes and process lists: exporter.selftest's) --
 
 
 def _evacuate(directory: str) -> int:
     """Move every process of ``directory`` to its parent cgroup; how many were moved."""
     parent_procs = os.path.join(os.path.dirname(directory), "cgroup.procs")
     moved = 0
-    for pid in _procs(directory):
+    for pid in procs(directory):
         try:
-            _write(parent_procs, str(pid))
+            write_file(parent_procs, str(pid))
             moved += 1
         except OSError as e:
             if e.errno not in (errno.ESRCH, errno.ENOENT):
@@ -238,7 +224,7 @@ def _rmdir_tree(directory: str, deadline: float) -> None:
             return
         except OSError as e:
             if e.errno != errno.EBUSY or time.monotonic() >= deadline:
-                left = _procs(directory)
+                left = procs(directory)
                 raise LabError(f"cannot remove {directory}: {e.strerror}; pids left {left}") from e
         time.sleep(0.05)
 
@@ -323,7 +309,7 @@ class LabCgroup:
         try:
             for fname, value in (("memory.max", memory_max), ("memory.high", memory_high)):
                 if value is not None:
-                    _write(os.path.join(lab.v2_dir, fname), str(value))
+                    write_file(os.path.join(lab.v2_dir, fname), str(value))
         except BaseException:
             with contextlib.suppress(LabError, OSError):
                 lab.remove()
@@ -339,7 +325,7 @@ class LabCgroup:
             on = set(f.read().split())
         want = [c for c in ("cpu", "memory", "io", "pids") if c in have and c not in on]
         if want:
-            _write(
+            write_file(
                 os.path.join(self.v2_dir, "cgroup.subtree_control"),
                 " ".join("+" + c for c in want),
             )
@@ -389,19 +375,19 @@ class LabCgroup:
         quota_us = None if quota_cores is None else max(1000, round(quota_cores * period_us))
         if self.v1_cpu_dir is not None:  # hybrid
             if quota_us is not None:
-                _write(os.path.join(self.v1_cpu_dir, "cpu.cfs_period_us"), str(period_us))
-                _write(os.path.join(self.v1_cpu_dir, "cpu.cfs_quota_us"), str(quota_us))
+                write_file(os.path.join(self.v1_cpu_dir, "cpu.cfs_period_us"), str(period_us))
+                write_file(os.path.join(self.v1_cpu_dir, "cpu.cfs_quota_us"), str(quota_us))
             if weight is not None:
                 shares = weight_to_shares(weight)
             if shares is not None:
-                _write(os.path.join(self.v1_cpu_dir, "cpu.shares"), str(shares))
+                write_file(os.path.join(self.v1_cpu_dir, "cpu.shares"), str(shares))
         else:  # pure v2
             if quota_us is not None:
-                _write(os.path.join(self.v2_dir, "cpu.max"), f"{quota_us} {period_us}")
+                write_file(os.path.join(self.v2_dir, "cpu.max"), f"{quota_us} {period_us}")
             if shares is not None:
                 weight = shares_to_weight(shares)
             if weight is not None:
-                _write(os.path.join(self.v2_dir, "cpu.weight"), str(weight))
+                write_file(os.path.join(self.v2_dir, "cpu.weight"), str(weight))
 
     # resizing in place (what the kubelet does when a pod's resources change) -----------
 
@@ -431,9 +417,9 @@ class LabCgroup:
             raise LabUnavailable(
                 "memory limits need pure cgroup v2: the labs never touch v1 memory"
             )
-        _write(os.path.join(self.v2_dir, "memory.max"), str(memory_max))
+        write_file(os.path.join(self.v2_dir, "memory.max"), str(memory_max))
         if memory_high is not None:
-            _write(os.path.join(self.v2_dir, "memory.high"), str(memory_high))
+            write_file(os.path.join(self.v2_dir, "memory.high"), str(memory_high))
 
     # identity ---------------------------------------------------------------------------
 
@@ -466,11 +452,11 @@ class LabCgroup:
     def add_pid(self, pid: int) -> None:
         """Move a process into the lab container (every hierarchy it spans)."""
         for f in self.procs_files():
-            _write(f, str(pid))
+            write_file(f, str(pid))
 
     def pids(self) -> list[int]:
         """Processes in the cgroup2 directory."""
-        return _procs(self.v2_dir)
+        return procs(self.v2_dir)
 
     # reading (for labs and asserts; the exporter has its own readers) --------------------
 

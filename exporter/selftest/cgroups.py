@@ -32,7 +32,9 @@ CFS_PERIOD_US = 100_000
 STALE_AFTER_S = 600.0
 
 
-def _write(path: str, value: str) -> None:
+def write_file(path: str, value: str) -> None:
+    """One write(2) of ``value`` to a cgroup file (a kernel interface file takes the
+    whole value in one call; no buffering, no truncation)."""
     fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
     try:
         os.write(fd, value.encode())
@@ -63,7 +65,7 @@ def kill_tree(directory: str) -> None:
     kill_file = os.path.join(directory, "cgroup.kill")
     if os.path.exists(kill_file):
         with contextlib.suppress(OSError):
-            _write(kill_file, "1")
+            write_file(kill_file, "1")
             return
     for pid in procs(directory):
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -166,7 +168,7 @@ class SelftestCgroups:
         with open(os.path.join(parent, "cgroup.controllers")) as f:
             have = f.read().split()
         if "cpu" in have:
-            _write(os.path.join(parent, "cgroup.subtree_control"), "+cpu")
+            write_file(os.path.join(parent, "cgroup.subtree_control"), "+cpu")
 
     def weights_supported(self) -> bool:
         """Whether the self-test can give its cgroups CPU weights (the cpu controller:
@@ -189,20 +191,21 @@ class SelftestCgroups:
 
     def _set_shares(self, role: str, shares: int) -> None:
         if self.layout.mode is CgroupMode.HYBRID:
-            _write(os.path.join(self.roots[1], role, "cpu.shares"), str(shares))
+            write_file(os.path.join(self.roots[1], role, "cpu.shares"), str(shares))
         else:  # runc's and the kernel's conversion
             weight = 1 + ((max(2, min(shares, 262144)) - 2) * 9999) // 262142
-            _write(os.path.join(self.v2_dir(role), "cpu.weight"), str(weight))
+            write_file(os.path.join(self.v2_dir(role), "cpu.weight"), str(weight))
 
     def _set_quota(self, role: Role) -> None:
         assert role.quota_cores is not None
         quota_us = max(1000, round(role.quota_cores * CFS_PERIOD_US))
         if self.layout.mode is CgroupMode.HYBRID:
             d = os.path.join(self.roots[1], role.name)
-            _write(os.path.join(d, "cpu.cfs_period_us"), str(CFS_PERIOD_US))
-            _write(os.path.join(d, "cpu.cfs_quota_us"), str(quota_us))
+            write_file(os.path.join(d, "cpu.cfs_period_us"), str(CFS_PERIOD_US))
+            write_file(os.path.join(d, "cpu.cfs_quota_us"), str(quota_us))
         else:
-            _write(os.path.join(self.v2_dir(role.name), "cpu.max"), f"{quota_us} {CFS_PERIOD_US}")
+            cpu_max = os.path.join(self.v2_dir(role.name), "cpu.max")
+            write_file(cpu_max, f"{quota_us} {CFS_PERIOD_US}")
 
     def pids(self) -> list[int]:
         return [p for r in self.roots for d in _walk(r) for p in procs(d)]
