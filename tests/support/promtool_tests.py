@@ -353,7 +353,7 @@ def render_test(
     first = th.window_minutes if eval_times == "full" else 1
     decided = {
         m: _decided_at(nodes, th, m * 60, with_annotations, remediation_only)
-        for m in range(1, minutes + 1)
+        for m in range(max(1, first - hold_minutes), minutes + 1)  # and the hold before
     }
     alert_tests = []
     for m in range(first, minutes + 1):
