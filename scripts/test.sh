@@ -95,7 +95,7 @@ lint_types() {
   return "$rc"
 }
 
-build_core_image() {
+build_image_once() {
   rm -rf "$IMAGE"
   mkdir -p "$IMAGE" || return 1
   # stderr shown as it comes and kept (its tail is the reason handed on when it fails);
@@ -103,6 +103,23 @@ build_core_image() {
   bash scripts/build-image.sh --flavor core --out "$IMAGE" 2>&1 >"$IMAGE/build-image.stdout" |
     tee "$RESULTS/image-build.log" >&2
   return "${PIPESTATUS[0]}"
+}
+
+# A download from Debian's archive that fails (seen: mmdebstrap's "apt download failed"
+# in one clean-clone run, the mirror answering again a minute later) is retried once;
+# any other failure is the build's own and is not.
+build_core_image() {
+  build_image_once && return 0
+  local rc=$?
+  if grep -qE 'apt download failed|Failed to fetch|Temporary failure resolving|Could not connect' \
+    "$RESULTS/image-build.log"; then
+    cp "$RESULTS/image-build.log" "$RESULTS/image-build.first-attempt.log"
+    echo "test.sh: the image build failed downloading from Debian's archive; retrying once" >&2
+    sleep 10
+    build_image_once
+    return $?
+  fi
+  return "$rc"
 }
 
 ci="$(printf '%s' "${CI:-}" | tr '[:upper:]' '[:lower:]')"
