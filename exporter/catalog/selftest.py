@@ -70,24 +70,26 @@ SELFTEST_FIRST_FINDING_SECONDS = Family(
     E,
     doc="time to the first finding (a one-minute window: at least a minute)",
 )
-SELFTEST_BLAME_SHARE = Family(
-    "contention_selftest_blame_share_ratio",
+SELFTEST_BLAME = Family(
+    "contention_selftest_blame_ratio",
     GAUGE,
     RATIO,
     "Share of the self-test victim's wait the exporter blamed on the bully.",
     "selftest",
     E,
-    doc="the noisy-neighbor finding's blame share of the bully (the scheduler probe's)",
+    doc="the noisy-neighbor finding's blame share of the bully (the scheduler probe's), as "
+    "`contention_blame_ratio` gives it",
 )
-SELFTEST_KERNEL_SHARE = Family(
-    "contention_selftest_kernel_share_ratio",
+SELFTEST_KERNEL_BLAME = Family(
+    "contention_selftest_kernel_blame_ratio",
     GAUGE,
     RATIO,
     "The bully's share of the CPU time its CPU spent on anything but the victim, from "
     "the kernel's accounting (what the blame share is checked against).",
     "selftest",
     E,
-    doc="the kernel's side of the blame check, from the two cgroups' `cpu.stat` and the "
+    doc="the same share from the kernel's CPU accounting (what the blame check holds "
+    "`contention_selftest_blame_ratio` against): the two cgroups' `cpu.stat` and the "
     "CPU's line of `/proc/stat`",
 )
 SELFTEST_PROBE_SWITCH_COST_SECONDS = Family(
@@ -109,7 +111,7 @@ FAMILIES = (
     SELFTEST_DURATION_SECONDS,
     SELFTEST_CHECK_SUCCESS,
     SELFTEST_FIRST_FINDING_SECONDS,
-    SELFTEST_BLAME_SHARE,
-    SELFTEST_KERNEL_SHARE,
+    SELFTEST_BLAME,
+    SELFTEST_KERNEL_BLAME,
     SELFTEST_PROBE_SWITCH_COST_SECONDS,
 )

@@ -41,8 +41,8 @@ def selftest_families(last: dict[str, Any]) -> list[Metric]:
             checks.add_metric([c["name"]], 1.0 if c["ok"] else 0.0)
     out.append(checks)
     gauge(S.SELFTEST_FIRST_FINDING_SECONDS, last.get("time_to_first_finding_s"))
-    gauge(S.SELFTEST_BLAME_SHARE, last.get("blame_share"))
-    gauge(S.SELFTEST_KERNEL_SHARE, last.get("truth_share"))
+    gauge(S.SELFTEST_BLAME, last.get("blame_share"))
+    gauge(S.SELFTEST_KERNEL_BLAME, last.get("truth_share"))
     ns = last.get("probe_ns_per_switch")
     gauge(S.SELFTEST_PROBE_SWITCH_COST_SECONDS, None if ns is None else ns / 1e9)
     return out

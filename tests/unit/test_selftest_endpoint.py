@@ -44,7 +44,8 @@ def test_the_metrics_of_a_finished_selftest() -> None:
     assert value["contention_selftest_success"] == 1
     assert value["contention_selftest_exit_code"] == 0
     assert value["contention_selftest_probe_switch_cost_seconds"] == pytest.approx(250e-9)
-    assert value["contention_selftest_kernel_share_ratio"] == 0.95
+    assert value["contention_selftest_kernel_blame_ratio"] == 0.95
+    assert value["contention_selftest_blame_ratio"] == 0.9
     checks = {s.labels["check"]: s.value for s in fams["contention_selftest_check_success"].samples}
     assert checks == {"noisy-neighbor": 1.0, "blame share": 1.0}  # the skipped one: no series
     assert set(S.CHECK.values) >= set(checks)
