@@ -30,7 +30,7 @@ from __future__ import annotations
 import errno
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -189,6 +189,7 @@ def walk(
     descendants: bool = False,
     classifier: Classifier | None = None,
     on_unlisted: OnUnlisted | None = None,
+    subtrees: Collection[str] = (),
 ) -> Iterator[CgroupRef]:
     """Every cgroup under ``v2_root``, the root included, parents before children.
 
@@ -202,6 +203,12 @@ def walk(
     With ``descendants=True`` the sub-cgroups of tracked cgroups are yielded too, untracked
     and with ``owner`` set to the tracked ancestor's id: the scheduler probe keys tasks by
     the cgroup they run in, and blame on a sub-cgroup belongs to its owner.
+
+    ``subtrees`` (paths like ``/a/b/c``) are walked last as trees of their own, wherever
+    they are, even below a tracked cgroup: the top untracked, each cgroup below it
+    ``OTHER`` and tracked when it is a leaf. The self-test nests its cgroups so in the
+    exporter's own container (a cgroup namespace lets it use no other place), and its
+    victim and bully must be sampled and blamed apart, not as that container's.
     """
     try:
         root_ino = os.stat(v2_root).st_ino
@@ -213,7 +220,8 @@ def walk(
     classifier = classifier or classify
     # Depth first with an explicit stack, not recursion: a tree may be deeper than
     # Python's recursion limit (the kernel's only bound is the path length).
-    stack = [iter(_child_dirs(v2_root, "", on_unlisted))]
+    skip = frozenset(subtrees)
+    stack = [iter(_child_dirs(v2_root, "", on_unlisted, skip))]
     while stack:
         entry = next(stack[-1], None)
         if entry is None:
@@ -226,9 +234,26 @@ def walk(
             tracked = not _has_child_dir(entry.abs)
         yield CgroupRef(id=entry.ino, path=path, kind=kind, tracked=tracked, k8s=k8s)
         if not tracked:
-            stack.append(iter(_child_dirs(entry.abs, path, on_unlisted)))
+            stack.append(iter(_child_dirs(entry.abs, path, on_unlisted, skip)))
         elif descendants:
-            yield from _walk_owned(entry, kind, k8s)
+            yield from _walk_owned(entry, kind, k8s, skip)
+    for top in sorted(skip):
+        yield from _walk_subtree(v2_root, top)
+
+
+def _walk_subtree(v2_root: str, top: str) -> Iterator[CgroupRef]:
+    """One of walk()'s ``subtrees``: nothing when it does not exist (yet, or any more)."""
+    try:
+        ino = os.stat(os.path.join(v2_root, top.lstrip("/"))).st_ino
+    except OSError:
+        return
+    yield CgroupRef(id=ino, path=top, kind=CgroupKind.OTHER, tracked=False)
+    stack = _child_dirs(os.path.join(v2_root, top.lstrip("/")), top, None)
+    while stack:
+        d = stack.pop()
+        below = _child_dirs(d.abs, d.rel, None)
+        yield CgroupRef(id=d.ino, path=d.rel, kind=CgroupKind.OTHER, tracked=not below)
+        stack.extend(below)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,8 +263,11 @@ class _Dir:
     ino: int
 
 
-def _child_dirs(abs_dir: str, rel: str, on_unlisted: OnUnlisted | None) -> list[_Dir]:
-    """The subdirectories of ``abs_dir``, sorted by name (a stable walk order)."""
+def _child_dirs(
+    abs_dir: str, rel: str, on_unlisted: OnUnlisted | None, skip: frozenset[str] = frozenset()
+) -> list[_Dir]:
+    """The subdirectories of ``abs_dir``, sorted by name (a stable walk order), but
+    those in ``skip``."""
     try:
         with os.scandir(abs_dir) as it:
             found = [
@@ -251,17 +279,21 @@ def _child_dirs(abs_dir: str, rel: str, on_unlisted: OnUnlisted | None) -> list[
         if on_unlisted is not None and e.errno not in _VANISHED:
             on_unlisted(rel or "/", e)
         return []
+    if skip:
+        found = [d for d in found if d.rel not in skip]
     found.sort(key=lambda d: d.rel)
     return found
 
 
-def _walk_owned(top: _Dir, kind: CgroupKind, k8s: K8sCgroup | None) -> Iterator[CgroupRef]:
+def _walk_owned(
+    top: _Dir, kind: CgroupKind, k8s: K8sCgroup | None, skip: frozenset[str]
+) -> Iterator[CgroupRef]:
     """The sub-cgroups of the tracked cgroup ``top`` (any order), owned by it."""
-    stack = _child_dirs(top.abs, top.rel, None)
+    stack = _child_dirs(top.abs, top.rel, None, skip)
     while stack:
         d = stack.pop()
         yield CgroupRef(id=d.ino, path=d.rel, kind=kind, tracked=False, k8s=k8s, owner=top.ino)
-        stack.extend(_child_dirs(d.abs, d.rel, None))
+        stack.extend(_child_dirs(d.abs, d.rel, None, skip))
 
 
 def _has_child_dir(path: str) -> bool:

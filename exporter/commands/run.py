@@ -134,7 +134,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             agent.facts,
             lambda: agent.thresholds,
             agent.pass_observers,
-            Options(prefix=args.selftest_prefix, procfs=args.procfs),
+            Options(prefix=args.selftest_prefix, procfs=args.procfs, sampler=agent.sampler),
         )
         agent.exposition.sources.selftest = service.last
     app = App(

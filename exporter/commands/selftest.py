@@ -115,7 +115,9 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     agent: Agent | None = None
     try:
         agent = Agent(agent_config(args), th)
-        options = Options(args.selftest_seconds, args.selftest_prefix, args.procfs)
+        options = Options(
+            args.selftest_seconds, args.selftest_prefix, args.procfs, sampler=agent.sampler
+        )
         test = Selftest(agent.facts, th, options)
         report = run_with(test, lambda on_pass: _drive(agent, test, on_pass))
     except CannotHost as e:

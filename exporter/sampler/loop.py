@@ -105,6 +105,9 @@ class Sampler:
         # the leaf cgroup they run in; their waits and blame belong to the owner).
         self._owned: dict[int, int] = {}
         self._all_ids: set[int] = set()
+        # Trees walked as their own even below a tracked cgroup (the self-test's,
+        # nested in the exporter's own container: discovery.walk's ``subtrees``).
+        self.subtrees: set[str] = set()
         self.cpu_cores = float(os.cpu_count() or 1)
         self.memory_bytes = 0
 
@@ -346,6 +349,7 @@ class Sampler:
             descendants=self.probe is not None,
             classifier=self._classify,
             on_unlisted=on_unlisted,
+            subtrees=tuple(self.subtrees),
         ):
             self._visit(ref, acc, now)
         # Gone cgroups: their windows (and series) go. A cgroup that failed this pass

@@ -6,7 +6,7 @@ the CPU it uses is its cgroup's. It ends by itself at ``--seconds``, and the ker
 kills it (``PR_SET_PDEATHSIG``) the moment the self-test that started it dies, however
 it dies; its own busy children die with it the same way.
 
-argv: ``--seconds S --cpu N`` then ``busy --threads N`` or
+argv: ``--seconds S --cpu N [--nice N]`` then ``busy --threads N`` or
 ``periodic --work-ms W --period-ms P``. It prints one line, ``ready``, once every
 process is running, and nothing else.
 """
@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, required=True)
     ap.add_argument("--parent", type=int, required=True)
     ap.add_argument("--cpu", type=int, default=None)
+    ap.add_argument("--nice", type=int, default=None)  # a weight without a cpu controller
     sub = ap.add_subparsers(dest="mode", required=True)
     b = sub.add_parser("busy")
     b.add_argument("--threads", type=int, required=True)
@@ -96,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if a.cpu is not None:
         os.sched_setaffinity(0, {a.cpu})
+    if a.nice is not None:
+        os.nice(a.nice)
     if a.mode == "busy":
         _busy(a.threads, deadline)
     else:

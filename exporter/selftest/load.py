@@ -89,13 +89,20 @@ def _wait_ready(p: Process, timeout: float = READY_TIMEOUT_S) -> None:
 
 
 def spawn_load(
-    name: str, procs_files: list[str], seconds: float, cpu: int | None, mode: list[str]
+    name: str,
+    procs_files: list[str],
+    seconds: float,
+    cpu: int | None,
+    mode: list[str],
+    nice: int | None = None,
 ) -> Process:
     """Start one load process in the cgroups of ``procs_files``; returns once it runs."""
     argv = ["/bin/sh", "-c", _JOIN_SH, "sh", *procs_files, "--", sys.executable, "-I"]
     argv += [LOAD_SCRIPT, "--seconds", f"{seconds:.1f}", "--parent", str(os.getpid())]
     if cpu is not None:
         argv += ["--cpu", str(cpu)]
+    if nice is not None:
+        argv += ["--nice", str(nice)]
     popen = subprocess.Popen(
         argv + mode,
         stdin=subprocess.DEVNULL,

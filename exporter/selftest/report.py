@@ -35,6 +35,7 @@ class Report:
     bpf_stats: str = ""
     duration_s: float = 0.0
     mode: str = "local"  # "local" or "exporter" (the running exporter ran it)
+    placement: str = ""  # where its cgroups went, and why there (cgroups.place)
     problems: list[str] = field(default_factory=list)
     left_behind: list[str] = field(default_factory=list)
 
@@ -71,6 +72,8 @@ def summary(r: Report) -> str:
         f"contention-exporter selftest: {verdict} in {r.duration_s:.0f} s ({r.mode}; {node})",
         f"  scheduler probe: {'loaded, ' if r.probe_loaded else 'NOT loaded: '}{r.probe}",
     ]
+    if r.placement:
+        lines.append(f"  cgroups: {r.placement}")
     for c in r.checks:
         mark = "skip" if c.ok is None else "ok" if c.ok else "FAIL"
         when = "" if c.seconds is None else f" after {c.seconds:.0f} s"

@@ -24,8 +24,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
-from ..cgroupfs.mode import NodeLayout
+from ..cgroupfs.mode import CgroupMode, NodeLayout
 from ..findings.aggregates import Clock
 from ..findings.evaluate import evaluate
 from ..findings.model import Finding, Kind
@@ -34,7 +35,7 @@ from ..probe.fold import ProbeSnapshot
 from ..sampler.snapshot import Snapshot
 from ..window.model import Window
 from . import bpfstats
-from .cgroups import PREFIX, Role, SelftestCgroups, remove_stale
+from .cgroups import PREFIX, Role, SelftestCgroups, place, remove_stale
 from .hosting import EXIT_UNSUPPORTED, CannotHost, check_layout
 from .load import Process, spawn_load, spawn_watchdog
 from .report import BLAME_TOLERANCE, Check, Report
@@ -44,6 +45,9 @@ VICTIM, BULLY, LIMITED = "victim", "bully", "limited"
 # The victim's cpu.shares: what the kubelet gives a 100m request (the bully, with no
 # request, keeps the kernel's default of 1024, ten times as much).
 VICTIM_SHARES = 102
+# Where the self-test's cgroups get no CPU weight (nested without a cpu controller):
+# nice 10 is the kernel's weight 110, to the bully's 1024 at nice 0.
+VICTIM_NICE = 10
 LIMIT_CORES = 0.2
 DEFAULT_SECONDS = 240.0
 
@@ -53,12 +57,21 @@ def selftest_thresholds(base: Thresholds) -> Thresholds:
     return dataclasses.replace(base, window_minutes=1, sustain_minutes=1)
 
 
+class Walker(Protocol):
+    """The sampler, told which trees to walk as their own (discovery.walk's
+    ``subtrees``): the self-test's, when they are nested in a tracked cgroup."""
+
+    subtrees: set[str]
+
+
 @dataclass
 class Options:
     seconds: float = DEFAULT_SECONDS  # the bound of the whole run
     prefix: str = PREFIX  # tests use contention-test-selftest-
     procfs: str = "/proc"
     top_k: int = 3
+    sampler: Walker | None = None
+    proc_self: str = "/proc/self"  # this process's cgroup and mounts (tests: a fixture)
 
 
 def _cpus() -> tuple[int, int | None]:
@@ -76,8 +89,15 @@ class Selftest:
         self.th = selftest_thresholds(thresholds)
         self.report = Report(node={"cgroups": layout.mode.value, "kernel": platform.release()})
         self.cpu, self.other_cpu = _cpus()
-        self.cgroups = SelftestCgroups(layout, f"{options.prefix}{os.getpid()}", ())
-        if not self.cgroups.weights_supported():
+        assert layout.v2_root is not None  # check_layout
+        placement = place(layout.v2_root, options.proc_self)
+        self.report.placement = placement.why
+        self.cgroups = SelftestCgroups(layout, f"{options.prefix}{os.getpid()}", (), placement)
+        weights = self.cgroups.weights_supported()
+        # Nested without a cpu controller below the base (cgroups.py says why it is not
+        # enabled there): the victim's lower weight is a nice value instead.
+        self.victim_nice = VICTIM_NICE if not weights and placement.nested else None
+        if not weights and not placement.nested:
             raise CannotHost(
                 EXIT_UNSUPPORTED,
                 f"the cpu controller is not available to cgroups under {layout.v2_root} "
@@ -86,7 +106,7 @@ class Selftest:
                 "cannot give its victim one",
             )
         self.quota = self.cgroups.quota_supported()
-        roles = [Role(VICTIM, shares=VICTIM_SHARES), Role(BULLY)]
+        roles = [Role(VICTIM, shares=VICTIM_SHARES if weights else None), Role(BULLY)]
         if self.quota:
             roles.append(Role(LIMITED, quota_cores=LIMIT_CORES))
         self.cgroups.roles = tuple(roles)
@@ -114,7 +134,19 @@ class Selftest:
                 f"{self.cgroups.path(LIMITED)} (limit {LIMIT_CORES * 1000:.0f}m) throttled",
             ),
         }
-        if not self.quota:
+        if not self.quota and self.victim_nice is not None and layout.mode is CgroupMode.V2:
+            self._checks["throttled"].skipped = (
+                f"skipped: no cpu controller below {placement.base}, the cgroup the "
+                "self-test nests in (a cgroup namespace): it does not enable one there, "
+                "as the exporter's own process is in that cgroup (docs/troubleshooting.md)"
+            )
+        elif not self.quota and self.victim_nice is not None:
+            self._checks["throttled"].skipped = (
+                f"skipped: the v1 cpu hierarchy has no cgroup {placement.base}, the one the "
+                "self-test nests in (a cgroup namespace), and v1 controllers are read at "
+                "the cgroup2 path"
+            )
+        elif not self.quota:
             self._checks["throttled"].skipped = (
                 "skipped: this kernel has no CPU quota (CFS bandwidth control) for the "
                 "self-test's cgroups"
@@ -127,7 +159,9 @@ class Selftest:
         """Watchdog first, then the cgroups, then the load. On failure everything made
         so far is removed before the error propagates."""
         with contextlib.suppress(OSError):
-            remove_stale(self.layout, self.options.prefix)
+            remove_stale(self.layout, self.options.prefix, bases=self.cgroups.bases)
+        if self.options.sampler is not None and self.cgroups.placement.nested:
+            self.options.sampler.subtrees = self.options.sampler.subtrees | {self.cgroups.rel}
         try:
             self._watchdog, self._watch_fd = spawn_watchdog(self.cgroups.roots)
             self.cgroups.create()
@@ -140,6 +174,7 @@ class Selftest:
                     bound,
                     self.cpu,
                     ["periodic", "--work-ms", "5", "--period-ms", "50"],
+                    nice=self.victim_nice,
                 )
             )
             self._procs.append(
@@ -174,6 +209,8 @@ class Selftest:
             p.kill()
         if any(os.path.exists(r) for r in self.cgroups.roots):
             self.report.left_behind = self.cgroups.remove()
+        if self.options.sampler is not None:
+            self.options.sampler.subtrees = self.options.sampler.subtrees - {self.cgroups.rel}
         self._stats.release()
         if self._watch_fd is not None:
             os.close(self._watch_fd)  # the watchdog finds nothing left and exits

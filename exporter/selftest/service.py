@@ -5,6 +5,7 @@ collector exports as ``contention_selftest_*``."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -61,7 +62,7 @@ class SelftestService:
         with self._lock:
             if self._running is not None:
                 return 409, {"error": "a self-test is already running", "state": "running"}
-            opts = Options(seconds, self.options.prefix, self.options.procfs, self.options.top_k)
+            opts = dataclasses.replace(self.options, seconds=seconds)
             try:
                 test = Selftest(self.layout, self.thresholds(), opts)
             except CannotHost as e:

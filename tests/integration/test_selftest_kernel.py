@@ -8,12 +8,14 @@ cgroups it creates.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,15 +30,46 @@ PREFIX = "contention-test-selftest-"
 CLI = [sys.executable, "-m", "exporter", "selftest", "--selftest.cgroup-prefix", PREFIX]
 
 
-def _dirs(pid: int) -> list[Path]:
+def _roots() -> list[Path]:
     layout = detect()
     roots = [layout.v2_root, layout.v1_cpu_root if layout.mode.value == "hybrid" else None]
-    return [Path(r) / f"{PREFIX}{pid}" for r in roots if r]
+    return [Path(r) for r in roots if r]
 
 
-def _load_pids(pid: int) -> list[int]:
+def _dirs(pid: int, base: str = "") -> list[Path]:
+    return [r / base / f"{PREFIX}{pid}" for r in _roots()]
+
+
+@contextlib.contextmanager
+def _cgroup_namespace() -> Iterator[tuple[str, list[str]]]:
+    """A cgroup of the test's own in each hierarchy the self-test uses, as a
+    container's (the runtime makes one at the same path in each): the argv prefix
+    starts the command in it under ``unshare --cgroup``, in a cgroup namespace whose
+    root it is, the hierarchy still mounted from the node's root (the DaemonSet's
+    hostPath mount). Removed after; fails if anything is left in it."""
+    base = f"contention-test-ns-{os.getpid()}"
+    made = [r / base for r in _roots()]
+    for d in made:
+        d.mkdir()
+    join = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 97; shift; done; shift; exec "$@"'
+    procs = [str(d / "cgroup.procs") for d in made]
+    try:
+        yield base, ["/bin/sh", "-c", join, "sh", *procs, "--", "unshare", "--cgroup"]
+    finally:
+        deadline = time.monotonic() + 10
+        for d in made:
+            while d.exists():
+                try:
+                    d.rmdir()
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+
+
+def _load_pids(pid: int, base: str = "") -> list[int]:
     out: list[int] = []
-    for d in _dirs(pid):
+    for d in _dirs(pid, base):
         for procs in d.glob("*/cgroup.procs"):
             out += [int(x) for x in procs.read_text().split()]
     return out
@@ -51,22 +84,22 @@ def _alive(pid: int) -> bool:
         return f.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def _started(p: subprocess.Popen[bytes], timeout: float = 60.0) -> list[int]:
+def _started(p: subprocess.Popen[bytes], timeout: float = 60.0, base: str = "") -> list[int]:
     """The load PIDs once the victim, the bully and the limited one run."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert p.poll() is None, "the self-test ended before its load started"
-        pids = _load_pids(p.pid)
+        pids = _load_pids(p.pid, base)
         if len(pids) >= 3:
             return pids
         time.sleep(0.2)
     raise AssertionError("the self-test's load did not start")
 
 
-def _gone(pid: int, load: list[int], timeout: float = 20.0) -> None:
+def _gone(pid: int, load: list[int], timeout: float = 20.0, base: str = "") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        left = [d for d in _dirs(pid) if d.exists()]
+        left = [d for d in _dirs(pid, base) if d.exists()]
         alive = [x for x in load if _alive(x)]
         if not left and not alive:
             return
@@ -94,17 +127,29 @@ def test_selftest_passes_on_this_node() -> None:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_killed_selftest_leaves_nothing_behind(sig: signal.Signals) -> None:
     """SIGTERM: it cleans up and exits 130. SIGKILL: nothing can run in it, so the load
-    dies by PR_SET_PDEATHSIG and the watchdog removes the cgroups."""
-    p = subprocess.Popen([*CLI, "--no-probe"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        load = _started(p)
-        p.send_signal(sig)
-        rc = p.wait(30)
-        _gone(p.pid, load)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    dies by PR_SET_PDEATHSIG and the watchdog removes the cgroups.
+
+    The SIGKILL case runs in a cgroup namespace of its own (as the DaemonSet's
+    container has): its cgroups go below its own cgroup, not at the root, where the
+    kernel would refuse to move its load into them, and the watchdog removes them
+    there."""
+    with contextlib.ExitStack() as stack:
+        base, prefix = "", list[str]()
+        if sig == signal.SIGKILL:
+            base, prefix = stack.enter_context(_cgroup_namespace())
+        p = subprocess.Popen(
+            [*prefix, *CLI, "--no-probe"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        try:
+            load = _started(p, base=base)
+            assert not any(d.exists() for d in _dirs(p.pid)) or not base  # not at the root
+            p.send_signal(sig)
+            rc = p.wait(30)
+            _gone(p.pid, load, base=base)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     assert rc == (EXIT_INTERRUPTED if sig == signal.SIGTERM else -signal.SIGKILL)
 
 

@@ -359,3 +359,24 @@ def test_walk_descendants_are_owned_by_their_tracked_ancestor(tmp_path: Path) ->
         assert not ref.tracked
         assert ref.owner == owner.id
         assert ref.id == os.stat(root / f"user.slice/user-1000.slice/{sub}").st_ino
+
+
+def test_subtrees_are_walked_as_their_own_below_a_tracked_container(tmp_path: Path) -> None:
+    """The self-test nested in the exporter's own container (a cgroup namespace): its
+    victim and bully are tracked apart, not sub-cgroups owned by the container."""
+    scope = f"{BURST}/cri-containerd-{CID}.scope"
+    mine = f"{scope}/contention-selftest-7"
+    for leaf in ("victim", "bully"):
+        (tmp_path / mine.lstrip("/") / leaf).mkdir(parents=True)
+    (tmp_path / scope.lstrip("/") / "other").mkdir()
+    plain = {r.path: r for r in walk(str(tmp_path), descendants=True)}
+    assert plain[f"{mine}/victim"].owner == plain[scope].id  # without: part of it
+    refs = {r.path: r for r in walk(str(tmp_path), descendants=True, subtrees=[mine])}
+    assert refs[scope].tracked and refs[f"{scope}/other"].owner == refs[scope].id
+    assert not refs[mine].tracked and refs[mine].owner is None
+    for leaf in ("victim", "bully"):
+        ref = refs[f"{mine}/{leaf}"]
+        assert ref.tracked and ref.owner is None and ref.kind is CgroupKind.OTHER
+    without_probe = {r.path for r in walk(str(tmp_path), subtrees=[mine]) if r.tracked}
+    assert {f"{mine}/victim", f"{mine}/bully", scope} <= without_probe
+    assert [r.path for r in walk(str(tmp_path), subtrees=["/gone"]) if r.path == "/gone"] == []

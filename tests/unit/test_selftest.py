@@ -19,7 +19,14 @@ from exporter.findings.thresholds import load_thresholds
 from exporter.probe.model import ProgramStats
 from exporter.selftest import hosting
 from exporter.selftest.bpfstats import ns_per_switch
-from exporter.selftest.cgroups import STALE_AFTER_S, remove_stale, remove_tree
+from exporter.selftest.cgroups import (
+    STALE_AFTER_S,
+    Placement,
+    SelftestCgroups,
+    place,
+    remove_stale,
+    remove_tree,
+)
 from exporter.selftest.report import Check, Report, summary
 from exporter.selftest.run import selftest_thresholds
 from exporter.selftest.truth import CpuTruth, Reading, cpu_busy_s, usage_s
@@ -144,3 +151,48 @@ def test_stale_trees_are_removed_and_nothing_else(tmp_path: Path) -> None:
     ]
     assert remove_tree(str(tmp_path / "contention-selftest-2")) == []
     assert not (tmp_path / "contention-selftest-2").exists()
+
+
+def _proc_self(tmp_path: Path, root: str, mount_root: str, own: str) -> str:
+    d = tmp_path / "self"
+    d.mkdir(parents=True)
+    (d / "mountinfo").write_text(
+        "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+        f"41 31 0:38 {mount_root} {root} rw,relatime - cgroup2 cgroup2 rw\n"
+    )
+    (d / "cgroup").write_text(f"1:cpu:/\n0::{own}\n")
+    return str(d)
+
+
+def test_the_selftest_nests_below_its_own_cgroup_in_a_cgroup_namespace(tmp_path: Path) -> None:
+    """A hostPath mount of the node's tree seen from a container's cgroup namespace
+    (mountinfo root /../..): the self-test's cgroups go below the container's own."""
+    tree = tmp_path / "cgroup"
+    for d in ("kubepods.slice/pod-a.slice/cri-x.scope", "kubepods.slice/pod-b.slice/cri-y.scope"):
+        (tree / d).mkdir(parents=True)
+        (tree / d / "cgroup.procs").write_text("")
+    (tree / "kubepods.slice/pod-b.slice/cri-y.scope/cgroup.procs").write_text("1\n42\n")
+    proc = _proc_self(tmp_path, str(tree), "/../../..", "/")
+    got = place(str(tree), proc, pid=42)
+    assert got.nested and got.base == "/kubepods.slice/pod-b.slice/cri-y.scope"
+    cg = SelftestCgroups(
+        dataclasses.replace(V2, v2_root=str(tree)), "contention-selftest-42", (), got
+    )
+    assert (
+        cg.path("victim") == "/kubepods.slice/pod-b.slice/cri-y.scope/contention-selftest-42/victim"
+    )
+    assert cg.roots == [str(tree / "kubepods.slice/pod-b.slice/cri-y.scope/contention-selftest-42")]
+    assert not cg.weights_supported()  # no cpu in the container's cgroup.subtree_control
+    with pytest.raises(hosting.CannotHost) as e:  # not found where the namespace is
+        place(str(tree), proc, pid=7)
+    assert e.value.code == hosting.EXIT_NO_PERMISSION
+
+
+def test_the_selftest_stays_at_the_root_the_namespace_reaches(tmp_path: Path) -> None:
+    tree = tmp_path / "cgroup"
+    tree.mkdir()
+    for own in ("/", "/system.slice/x.service"):
+        proc = _proc_self(tmp_path / own.replace("/", "_"), str(tree), "/", own)
+        assert place(str(tree), proc) == Placement()
+    hidden = _proc_self(tmp_path / "h", str(tree / "elsewhere"), "/", "/")
+    assert place(str(tree), hidden) == Placement()  # no cgroup2 mount there: as before
