@@ -248,12 +248,8 @@ def _walk_subtree(v2_root: str, top: str) -> Iterator[CgroupRef]:
     except OSError:
         return
     yield CgroupRef(id=ino, path=top, kind=CgroupKind.OTHER, tracked=False)
-    stack = _child_dirs(os.path.join(v2_root, top.lstrip("/")), top, None)
-    while stack:
-        d = stack.pop()
-        below = _child_dirs(d.abs, d.rel, None)
-        yield CgroupRef(id=d.ino, path=d.rel, kind=CgroupKind.OTHER, tracked=not below)
-        stack.extend(below)
+    for d, leaf in _descendants(os.path.join(v2_root, top.lstrip("/")), top, frozenset()):
+        yield CgroupRef(id=d.ino, path=d.rel, kind=CgroupKind.OTHER, tracked=leaf)
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,11 +285,19 @@ def _walk_owned(
     top: _Dir, kind: CgroupKind, k8s: K8sCgroup | None, skip: frozenset[str]
 ) -> Iterator[CgroupRef]:
     """The sub-cgroups of the tracked cgroup ``top`` (any order), owned by it."""
-    stack = _child_dirs(top.abs, top.rel, None, skip)
+    for d, _leaf in _descendants(top.abs, top.rel, skip):
+        yield CgroupRef(id=d.ino, path=d.rel, kind=kind, tracked=False, k8s=k8s, owner=top.ino)
+
+
+def _descendants(abs_dir: str, rel: str, skip: frozenset[str]) -> Iterator[tuple[_Dir, bool]]:
+    """Every directory below ``abs_dir`` (any order, without recursion), each with
+    whether it is a leaf."""
+    stack = _child_dirs(abs_dir, rel, None, skip)
     while stack:
         d = stack.pop()
-        yield CgroupRef(id=d.ino, path=d.rel, kind=kind, tracked=False, k8s=k8s, owner=top.ino)
-        stack.extend(_child_dirs(d.abs, d.rel, None, skip))
+        below = _child_dirs(d.abs, d.rel, None, skip)
+        yield d, not below
+        stack.extend(below)
 
 
 def _has_child_dir(path: str) -> bool:

@@ -153,10 +153,11 @@ def _mount_root(mountinfo: str, mount_point: str) -> str | None:
     """The cgroup2 mount at ``mount_point``: its root as this namespace sees it."""
     for line in mountinfo.splitlines():
         fields = line.split()
-        if "-" not in fields or len(fields) < 5:
+        # mount ID, parent ID, major:minor, root, mount point, ..., "-", fs type, ...
+        sep = fields.index("-") if "-" in fields else -1
+        if sep < 5 or sep + 1 >= len(fields) or fields[sep + 1] != "cgroup2":
             continue
-        fstype = fields[fields.index("-") + 1] if fields.index("-") + 1 < len(fields) else ""
-        if fstype == "cgroup2" and _unescape(fields[4]) == mount_point:
+        if _unescape(fields[4]) == mount_point:
             return _unescape(fields[3])
     return None
 
