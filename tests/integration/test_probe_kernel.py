@@ -364,6 +364,7 @@ def test_no_phantom_victims(make_lab: MakeLab, load_probe: Callable[..., SchedPr
     assert events * 60 / 5 < 50 * 6  # per minute, well under the finding's floor x 6
 
 
+@pytest.mark.any_load
 def test_nothing_waits_before_anything_is_tracked(
     make_lab: MakeLab, load_probe: Callable[..., SchedProbe]
 ) -> None:
@@ -384,6 +385,7 @@ def test_nothing_waits_before_anything_is_tracked(
     assert not d.runq and not d.blame
 
 
+@pytest.mark.any_load
 def test_pid_churn_removed_cgroup_and_prune(
     make_lab: MakeLab, load_probe: Callable[..., SchedProbe]
 ) -> None:
@@ -424,6 +426,7 @@ def test_pid_churn_removed_cgroup_and_prune(
     assert d.map_entries["runq"] == 0
 
 
+@pytest.mark.any_load
 def test_map_full_is_counted_not_fatal(
     make_lab: MakeLab, load_probe: Callable[..., SchedProbe]
 ) -> None:
@@ -453,6 +456,7 @@ def test_map_full_is_counted_not_fatal(
     assert probe.poll() is not None  # still alive
 
 
+@pytest.mark.any_load
 def test_special_keys_are_mapped(load_probe: Callable[..., SchedProbe]) -> None:
     """Track the root cgroup for a moment: idle waits come back as CULPRIT_IDLE and
     nothing ever carries the kernel's raw special values."""
@@ -542,6 +546,7 @@ def bpf_links() -> int:
     return n
 
 
+@pytest.mark.any_load
 def test_attach_failure_leaves_nothing_attached(monkeypatch: pytest.MonkeyPatch) -> None:
     """The second tracepoint fails to attach: the probe is not loaded (attach-error)
     and the first one is detached again. (An attach that fails after a successful load
@@ -570,6 +575,7 @@ def test_attach_failure_leaves_nothing_attached(monkeypatch: pytest.MonkeyPatch)
     assert p.poll().context_switches == 0
 
 
+@pytest.mark.any_load
 def test_verifier_rejection_falls_back_to_bcc(tmp_path: Path) -> None:
     """A CO-RE object the verifier rejects (the real program plus one that reads past
     the tracepoint's arguments, built here with clang) is not loaded; auto falls back

@@ -134,6 +134,7 @@ def test_unlimited_container_shows_pressure_not_throttling(
         assert v in (None, 0.0), f"{name} = {v} for an unlimited cgroup: {summary}"
 
 
+@pytest.mark.any_load
 def test_removed_cgroup_disappears(exporter: ExporterProcess, make_lab: MakeLab) -> None:
     """A removed cgroup's series vanish from /metrics; no error is logged or counted."""
     lab = make_lab("removed")
@@ -169,6 +170,7 @@ def _real_sampler() -> object:
     return Sampler(facts, interval=1.0)
 
 
+@pytest.mark.any_load
 def test_cgroup_deleted_between_discovery_and_read_is_skipped(
     make_lab: MakeLab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -203,6 +205,7 @@ def test_cgroup_deleted_between_discovery_and_read_is_skipped(
     assert doomed.path not in {c.identity.cgroup for c in snap2.containers}
 
 
+@pytest.mark.any_load
 def test_sampler_survives_cgroup_churn(lab_layout: LabLayout) -> None:
     """A thread creates and removes cgroups as fast as it can while the sampler runs
     passes back to back: no pass raises, skips are only ever "vanished", and a removed
@@ -264,6 +267,7 @@ def test_sampler_survives_cgroup_churn(lab_layout: LabLayout) -> None:
 # --- the lab harness itself ---------------------------------------------------------------
 
 
+@pytest.mark.any_load
 def test_lab_harness_leaves_nothing_behind(lab_layout: LabLayout) -> None:
     """remove() kills only its own workers, removes both directories and the owner
     record; cleanup_stale() never touches a cgroup whose owner is alive."""
