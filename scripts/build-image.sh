@@ -89,8 +89,11 @@ WHEEL="$(ls "$WORK"/wheels/contention_exporter-*.whl)"
 log "root filesystem: mmdebstrap $SUITE, Essential + $PACKAGES"
 # Hooks run on the host with the root filesystem as $1; `chroot "$1"` runs inside it.
 # merged-usr hook: /usr merged by mmdebstrap itself, so the usrmerge package (and the
-# perl it pulls in) stays out.
+# perl it pulls in) stays out. apt retries a failed download itself (Debian's mirrors
+# answer a request now and then with an error and the next one at once: two clean-clone
+# runs lost the image to a single "apt download failed").
 mmdebstrap --quiet --mode=root --variant=essential --include="$PACKAGES" \
+  --aptopt='Acquire::Retries "5"' \
   --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
   --dpkgopt='path-exclude=/usr/share/man/*' \
   --dpkgopt='path-exclude=/usr/share/locale/*' \
