@@ -7,7 +7,11 @@ generated rules → Alertmanager → webhook, all inside the VM lane's guest.
   then the closed loop (docs/labs.md#closed-loop-labs): memory-limit-thrash's suggested
   limit is written to ``app``'s ``memory.max`` (``memory.high`` by MemoryQoS), and once
   the minutes it is judged over all began after the fix, ``/findings`` has nothing for
-  ``app``, its limit events stopped and the refaults with them;
+  ``app``, its limit events stopped and the refaults with them. The wait for those
+  minutes is spent on ``memory-limit-thrash-stalled`` (another thrasher under its own
+  limit, in cgroups and a file of its own), so the fixed lab keeps running from one
+  test to the next (:class:`MemoryFix`) and :func:`test_memory_limit_thrash_closed_loop`
+  judges it;
 * ``memory-pressure`` runs alone: it makes the whole guest short of memory.
 
 For each: the **exact** expected findings in ``/findings`` (kind, victim, culprit,
@@ -26,6 +30,7 @@ import json
 import os
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -33,7 +38,7 @@ import pytest
 
 from exporter.findings.thresholds import Thresholds
 from labs.cgroups import LabLayout
-from labs.closed_loop import apply_finding, judged_clear_at
+from labs.closed_loop import Applied, apply_finding, judged_clear_at
 from labs.exporter_proc import ExporterProcess
 from labs.memory import MemoryLab, MemoryLabRun, get_memory_lab
 from labs.scenarios import (
@@ -282,7 +287,32 @@ def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.timeout(LAB_TIMEOUT + 200 + CLOSED_LOOP_S)
+@dataclass
+class MemoryFix:
+    """memory-limit-thrash's lab with its suggested limit applied, handed from the test
+    that applies it to the one that judges it (the stalled lab runs in between): its
+    run stays open in ``stack`` until :func:`test_memory_limit_thrash_closed_loop`
+    closes it, or the module ends."""
+
+    stack: ExitStack = field(default_factory=ExitStack)
+    run: MemoryLabRun | None = None
+    row: dict[str, Any] = field(default_factory=dict)
+    applied: Applied | None = None
+    mark: Any = None
+
+
+@pytest.fixture(scope="module")
+def memory_fix() -> Iterator[MemoryFix]:
+    fix = MemoryFix()
+    with fix.stack:
+        yield fix
+
+
+# The fixed lab outlives its own test, the stalled lab's (its bound) and the closed loop.
+MEMORY_FIX_LAB_S = LAB_TIMEOUT + 60 + (LAB_TIMEOUT + 60) + CLOSED_LOOP_S
+
+
+@pytest.mark.timeout(LAB_TIMEOUT + 200)
 def test_throttled_and_memory_limit_thrash(
     exporter: ExporterProcess,
     chain: Chain,
@@ -290,42 +320,46 @@ def test_throttled_and_memory_limit_thrash(
     v2_layout: LabLayout,
     observed: Observed,
     lab_thresholds: Thresholds,
+    memory_fix: MemoryFix,
 ) -> None:
     scratch = os.environ.get("CONTENTION_VM_SCRATCH")
     assert scratch, "the guest has no scratch disk"
     cpu_lab = get_lab("throttled")
     mem_lab = get_memory_lab("memory-limit-thrash")
     t0 = time.time()
-    with (
-        LabRun(
-            cpu_lab, seconds=LAB_TIMEOUT + 60 + CLOSED_LOOP_S, metadata=metadata, layout=v2_layout
-        ) as cpu,
-        MemoryLabRun(
-            mem_lab, LAB_TIMEOUT + 60 + CLOSED_LOOP_S, scratch, metadata=metadata, layout=v2_layout
-        ) as mem,
-    ):
+    mem = memory_fix.stack.enter_context(
+        MemoryLabRun(mem_lab, MEMORY_FIX_LAB_S, scratch, metadata=metadata, layout=v2_layout)
+    )
+    try:
+        with LabRun(cpu_lab, seconds=LAB_TIMEOUT + 60, metadata=metadata, layout=v2_layout) as cpu:
 
-        def kernel() -> dict[str, Any]:
-            return {
-                "throttled": {r: m.as_dict() for r, m in cpu.measure().items()},
-                "memory-limit-thrash": mem.measure(),
-            }
+            def kernel() -> dict[str, Any]:
+                return {
+                    "throttled": {r: m.as_dict() for r, m in cpu.measure().items()},
+                    "memory-limit-thrash": mem.measure(),
+                }
 
-        state = await_labs(
-            [
-                (cpu_lab, [b.role for b in cpu_lab.boxes]),
-                (mem_lab, [b.role for b in mem_lab.boxes]),
-            ],
-            exporter,
-            chain,
-            t0,
-            kernel,
-            lab_thresholds,
-        )
-        numbers = kernel()
-        loop = memory_closed_loop(exporter, mem, state["findings"], lab_thresholds)
+            state = await_labs(
+                [
+                    (cpu_lab, [b.role for b in cpu_lab.boxes]),
+                    (mem_lab, [b.role for b in mem_lab.boxes]),
+                ],
+                exporter,
+                chain,
+                t0,
+                kernel,
+                lab_thresholds,
+            )
+            numbers = kernel()
+        # The closed loop's fix, judged by test_memory_limit_thrash_closed_loop.
+        (row,) = [f for f in state["findings"] if f["kind"] == "memory-limit-thrash"]
+        memory_fix.applied = apply_finding(mem, row)
+        memory_fix.mark = mem.mark()
+        memory_fix.run, memory_fix.row = mem, row
+    except BaseException:
+        memory_fix.stack.close()  # no fix to judge: the lab stops before the next test
+        raise
     rows = state["findings"]
-    observed.data["memory-limit-thrash-closed-loop"] = loop
     observed.data["throttled"] = {
         "seconds_to_agree": state["seconds_to_agree"],
         "kernel": numbers["throttled"],
@@ -344,32 +378,22 @@ def test_throttled_and_memory_limit_thrash(
     assert app["oom_kills"] == 0, f"the thrashing app was OOM-killed: {app}"
     node_some = numbers["memory-limit-thrash"]["node"]["memory_some"]
     assert node_some < lab_thresholds.node_mem_stall_some, numbers
-    # The closed loop: memory.max raised to the suggestion, the refaults stop.
-    print(json.dumps(loop, indent=1))
-    assert not loop["findings_after"], loop
-    since, tail = loop["kernel_since_fix"]["app"], loop["kernel_last_20s"]["app"]
-    assert since["limit_hits_per_min"] == 0 and since["oom_kills"] == 0, loop
-    assert tail["refaults_per_min"] < lab_thresholds.refault_per_min, loop
-    assert tail["psi_some"] < lab_thresholds.mem_stall_some, loop
 
 
-def memory_closed_loop(
-    exporter: ExporterProcess, run: MemoryLabRun, rows: list[dict[str, Any]], th: Thresholds
-) -> dict[str, Any]:
-    """memory-limit-thrash's suggested limit applied to ``app`` (``memory.max``, and
-    ``memory.high`` by MemoryQoS), then, once the sustain minutes it is judged over
-    all began after the fix: ``/findings`` and the kernel's counters since the fix
-    and over its last 20 s (the file, read back once into the larger limit, stays)."""
-    (row,) = [f for f in rows if f["kind"] == "memory-limit-thrash"]
-    applied = apply_finding(run, row)
-    mark = run.mark()
+def memory_closed_loop(exporter: ExporterProcess, fix: MemoryFix, th: Thresholds) -> dict[str, Any]:
+    """Once the sustain minutes memory-limit-thrash is judged over all began after the
+    fix (``memory.max`` at the suggestion, ``memory.high`` by MemoryQoS): ``/findings``
+    and the kernel's counters since the fix and over its last 20 s or more (the file,
+    read back once into the larger limit, stays)."""
+    run, applied = fix.run, fix.applied
+    assert run is not None and applied is not None
     clear_at = judged_clear_at(applied.at, th.sustain_minutes)
     time.sleep(max(0.0, clear_at - 20 - time.time()))
-    tail = run.mark()
-    time.sleep(max(0.0, clear_at - time.time()))
+    tail, tail_at = run.mark(), time.time()
+    time.sleep(max(0.0, clear_at - time.time(), tail_at + 20 - time.time()))
     path = run.lab.cgroup_path("app")
     after: list[dict[str, Any]] = []
-    deadline = clear_at + CLEAR_GRACE
+    deadline = max(clear_at, time.time()) + CLEAR_GRACE
     while True:
         status, body = exporter.get("/findings")
         doc = json.loads(body) if status == 200 else {}
@@ -379,6 +403,7 @@ def memory_closed_loop(
         if time.time() > deadline:
             break
         time.sleep(2.0)
+    row = fix.row
     return {
         "applied": applied.as_dict(),
         "before": {
@@ -388,7 +413,7 @@ def memory_closed_loop(
             "remediation": row["remediation"],
         },
         "seconds_after_fix": round(time.time() - applied.at, 1),
-        "kernel_since_fix": run.measure(since=mark),
+        "kernel_since_fix": run.measure(since=fix.mark),
         "kernel_last_20s": run.measure(since=tail),
         "findings_after": after,
     }
@@ -461,6 +486,31 @@ def test_memory_limit_thrash_stalled(
     observed.save()
     assert numbers["app"]["psi_some"] >= floor, f"not the stalled case: {numbers}"
     assert numbers["app"]["oom_kills"] == 0, f"the thrashing app was OOM-killed: {numbers}"
+
+
+@pytest.mark.timeout(CLOSED_LOOP_S + 60)
+def test_memory_limit_thrash_closed_loop(
+    exporter: ExporterProcess, observed: Observed, lab_thresholds: Thresholds, memory_fix: MemoryFix
+) -> None:
+    """memory.max raised to memory-limit-thrash's suggestion (by
+    test_throttled_and_memory_limit_thrash, the stalled lab run since): its finding
+    clears and the refaults stop. The lab stops here, before memory-pressure."""
+    try:
+        if memory_fix.run is None:
+            pytest.fail("no fix to judge: test_throttled_and_memory_limit_thrash did not apply one")
+        app = memory_fix.run.cgroups["app"]
+        assert app.pids(), "the fixed lab's app ended before the closed loop could judge it"
+        loop = memory_closed_loop(exporter, memory_fix, lab_thresholds)
+    finally:
+        memory_fix.stack.close()
+    observed.data["memory-limit-thrash-closed-loop"] = loop
+    observed.save()
+    print(json.dumps(loop, indent=1))
+    assert not loop["findings_after"], loop
+    since, tail = loop["kernel_since_fix"]["app"], loop["kernel_last_20s"]["app"]
+    assert since["limit_hits_per_min"] == 0 and since["oom_kills"] == 0, loop
+    assert tail["refaults_per_min"] < lab_thresholds.refault_per_min, loop
+    assert tail["psi_some"] < lab_thresholds.mem_stall_some, loop
 
 
 @pytest.mark.timeout(LAB_TIMEOUT + 200)
