@@ -38,6 +38,13 @@ done
 case "$FLAVOR" in core|bcc) ;; *) echo "build-image.sh: --flavor core or bcc" >&2; exit 2 ;; esac
 log() { printf '[build-image] %s\n' "$*" >&2; }
 [ "$(id -u)" -eq 0 ] || { log "needs root (mmdebstrap root mode)"; exit 1; }
+# File descriptors inherited from the caller (flock's lock files, a CI runner's pipes)
+# break mmdebstrap's apt, which passes its package list on fd 11 ("Sub-process
+# cat >&11 returned an error code (2)", then "apt download failed"): close all but
+# stdin, stdout, stderr and bash's own script descriptor (255).
+for fd in $(ls /proc/$$/fd); do
+  [ "$fd" -gt 2 ] && [ "$fd" -ne 255 ] && eval "exec $fd>&-"
+done
 
 SUITE=bookworm
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
@@ -89,9 +96,7 @@ WHEEL="$(ls "$WORK"/wheels/contention_exporter-*.whl)"
 log "root filesystem: mmdebstrap $SUITE, Essential + $PACKAGES"
 # Hooks run on the host with the root filesystem as $1; `chroot "$1"` runs inside it.
 # merged-usr hook: /usr merged by mmdebstrap itself, so the usrmerge package (and the
-# perl it pulls in) stays out. apt retries a failed download itself (Debian's mirrors
-# answer a request now and then with an error and the next one at once: two clean-clone
-# runs lost the image to a single "apt download failed").
+# perl it pulls in) stays out. apt retries a failed download itself.
 mmdebstrap --quiet --mode=root --variant=essential --include="$PACKAGES" \
   --aptopt='Acquire::Retries "5"' \
   --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
