@@ -4,18 +4,19 @@
 # .ci/run runs, as root, on a clean clone:
 #
 #   setup                 scripts/setup.sh --test
-#   image build (core)    scripts/build-image.sh --flavor core, once, for the VM lane's
-#                         guest and the host's image tests (root only)
 #   then the VM lane (scripts/vm-test.sh: the vm-marked tests in a pure cgroup v2 guest,
 #   qemu TCG, about one CPU for ten minutes) in the background, its output in vm.log,
 #   beside the lanes that are not timing-sensitive:
+#     image build (core)  scripts/build-image.sh --flavor core, once, for the guest (its
+#                         image tests run last and wait for it) and the host's image
+#                         tests (root only)
 #     lint+types          ruff check, ruff format --check, mypy
 #     generated files     scripts/check-generated.sh
 #     unit, fuzz, image   pytest tests/unit, tests/fuzz, tests/image
-#     kernel (any load)   pytest tests/integration -m any_load: real-kernel tests
-#                         whose verdicts hold on a busy machine
+#     any load            pytest tests/integration tests/e2e -m any_load: real-kernel
+#                         and end-to-end tests whose verdicts hold on a busy machine
 #   and once it is done, on a quiet machine, the real-kernel lanes:
-#     kernel, e2e         pytest tests/integration -m "not any_load", tests/e2e
+#     kernel, e2e         pytest tests/integration, tests/e2e, -m "not any_load"
 #
 # A lane that fails does not stop the others; the exit status is non-zero if any failed.
 # pytest's "no tests collected" (5) is a failure in every lane. Results go to
@@ -204,21 +205,29 @@ if [ $# -gt 0 ]; then
   if vm_wanted; then vm_foreground; else left_out "VM lane" CONTENTION_VM_LANE=0 vm; fi
 else
   image_tests=()
-  vm_image=()
   if [ "$(id -u)" -ne 0 ]; then
     left_out "image build (core)" "not root: the image and VM lanes skip" step
+    if vm_wanted; then vm_start; else left_out "VM lane" CONTENTION_VM_LANE=0 vm; fi
   else
+    # The image is built beside the VM's boot: the guest runs its image tests last and
+    # waits for $IMAGE.status (tests/vm/lane.py --image-pending).
+    rm -f "$IMAGE.status"
+    if vm_wanted; then
+      vm_start --image-pending "$IMAGE"
+    else
+      left_out "VM lane" CONTENTION_VM_LANE=0 vm
+    fi
     lane "image build (core)" step - build_core_image
     if [ "$LAST_RC" -eq 0 ] && [ -f "$IMAGE/rootfs-core.tar" ]; then
       image_tests=("CONTENTION_IMAGE_CORE_DIR=$IMAGE")
-      vm_image=(--image "$IMAGE")
+      printf '0\n' >"$IMAGE.status.tmp"
     else
       why="scripts/build-image.sh failed: $(tail -n 3 "$RESULTS/image-build.log" | paste -sd '|' | sed 's/|/ | /g')"
       image_tests=("CONTENTION_IMAGE_CORE_ERROR=$why")
-      vm_image=(--image-error "$why")
+      printf '%s\n%s\n' "$([ "$LAST_RC" -ne 0 ] && echo "$LAST_RC" || echo 1)" "$why" >"$IMAGE.status.tmp"
     fi
+    mv -f "$IMAGE.status.tmp" "$IMAGE.status"
   fi
-  if vm_wanted; then vm_start "${vm_image[@]}"; else left_out "VM lane" CONTENTION_VM_LANE=0 vm; fi
 
   lane lint+types step - lint_types
   if [ -x scripts/check-generated.sh ]; then
@@ -229,15 +238,15 @@ else
   pytest_lane unit tests/unit
   pytest_lane fuzz tests/fuzz
   pytest_lane image tests/image "${image_tests[@]}"
-  # The real-kernel tests whose verdicts hold on a busy machine (marker any_load:
-  # cleanup, counters, leaks) use the CPU the guest leaves while it finishes.
-  pytest_lane "kernel (any load)" tests/integration -- -m any_load
+  # The real-kernel and end-to-end tests whose verdicts hold on a busy machine (marker
+  # any_load: cleanup, counters, leaks, scrape and routing) use the CPU the guest leaves.
+  pytest_lane "any load" tests/integration -- tests/e2e -m any_load
 
   [ -z "$VM_PID" ] || vm_wait
-  rm -rf "$IMAGE"
+  rm -rf "$IMAGE" "$IMAGE.status"
   # Real-kernel lanes last, alone: timing-sensitive, they need a quiet machine.
   pytest_lane kernel tests/integration -- -m "not any_load"
-  pytest_lane e2e tests/e2e
+  pytest_lane e2e tests/e2e -- -m "not any_load"
 fi
 
 step "lanes (results in $RESULTS)"

@@ -5,6 +5,7 @@ what is tested."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,38 @@ def test_the_guest_runs_single_threaded_tcg(tmp_path: Path) -> None:
     argv = guest.vng_argv(spec, str(tmp_path), None)
     assert "--qemu-opts=-accel tcg,thread=single" in argv
     assert argv[argv.index("--cpus") + 1] == "2"
+
+
+def test_an_image_built_beside_the_boot_is_handed_over_once_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """scripts/test.sh builds the image while the guest boots: the guest gets its files
+    in the results share, and the environment pointing there is written last."""
+    image, results = tmp_path / "test-image", tmp_path / "results"
+    image.mkdir()
+    results.mkdir()
+    (image / "rootfs-core.tar").write_bytes(b"tar")
+    (image / "config.json").write_text("{}")
+    monkeypatch.setattr(lane, "image_env", lambda out: {"CONTENTION_VM_IMAGE": out})
+    assert lane.build_status(f"{image}.status") is None  # still building
+    Path(f"{image}.status").write_text("0\n")
+    env = lane.hand_over_image(str(image), str(results), timeout_s=5.0)
+    handed = results / "image"
+    assert env == {"CONTENTION_VM_IMAGE": str(handed)}
+    assert (handed / "rootfs-core.tar").read_bytes() == b"tar"
+    assert (handed / "config.json").read_text() == "{}"
+    assert json.loads((results / lane.PENDING_ENV).read_text()) == env
+
+
+def test_a_failed_or_missing_build_is_handed_over_as_its_reason(tmp_path: Path) -> None:
+    image, results = tmp_path / "test-image", tmp_path / "results"
+    results.mkdir()
+    Path(f"{image}.status").write_text("25\nscripts/build-image.sh failed: E: apt\n")
+    env = lane.hand_over_image(str(image), str(results), timeout_s=5.0)
+    assert env == {"CONTENTION_VM_IMAGE_ERROR": "scripts/build-image.sh failed: E: apt"}
+    Path(f"{image}.status").write_text("3\n")
+    assert lane.build_status(f"{image}.status") == "scripts/build-image.sh exited 3"
+    Path(f"{image}.status").unlink()
+    env = lane.hand_over_image(str(image), str(results), timeout_s=0.0)
+    assert "did not end within 0s" in env["CONTENTION_VM_IMAGE_ERROR"]
+    assert "did not end" in (results / lane.PENDING_ENV).read_text()

@@ -43,6 +43,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("vm") is not None and reason is not None:
             item.add_marker(pytest.mark.skip(reason=reason))
+    # The image tests last: the host may still be building the image while the guest
+    # boots (tests/vm/lane.py --image-pending). A stable sort keeps every other order.
+    items.sort(key=lambda item: item.path.name == "test_v2_image.py")
 
 
 # --- fixtures (guest only) ---------------------------------------------------------------

@@ -34,8 +34,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tomllib
+from pathlib import Path
 
 from tests.vm import guest
 
@@ -167,6 +169,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="TEXT",
         help="the image build failed, for this reason: the guest's image test reports it",
     )
+    ap.add_argument(
+        "--image-pending",
+        default=None,
+        metavar="DIR",
+        help="scripts/build-image.sh --out DIR runs beside the boot; DIR.status, written when "
+        "it ends, holds its exit status (then why it failed): the guest's image tests, run "
+        "last, wait for it",
+    )
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     return ap
 
@@ -200,6 +210,69 @@ def _image(args: argparse.Namespace, env: dict[str, str]) -> str | None:
         env.update(build_image(image_dir))
         return image_dir
     return None
+
+
+PENDING_ENV = "image/env.json"  # in the results share: what the guest's image tests wait for
+
+
+def build_status(status_file: str) -> str | None:
+    """Why the image build beside the boot failed ("" when it passed), from its status
+    file; None while it is still running."""
+    try:
+        text = Path(status_file).read_text()
+    except FileNotFoundError:
+        return None
+    first, _, rest = text.partition("\n")
+    if first.strip() == "0":
+        return ""
+    return rest.strip() or f"scripts/build-image.sh exited {first.strip() or '?'}"
+
+
+def hand_over_image(image_dir: str, results: str, timeout_s: float) -> dict[str, str]:
+    """Wait for the build beside the boot, then give the guest its image: the root
+    filesystem and runtime config put in the results share (the checkout's share is
+    cached in the guest, so files made there after the boot may stay unseen), and its
+    environment as ``results/image/env.json``, written last. Returns that environment."""
+    status_file = image_dir.rstrip("/") + ".status"
+    deadline = time.monotonic() + timeout_s
+    while (why := build_status(status_file)) is None:
+        if time.monotonic() > deadline:
+            why = f"the image build did not end within {timeout_s:.0f}s of the guest's boot"
+            break
+        time.sleep(2.0)
+    env = {"CONTENTION_VM_IMAGE_ERROR": why} if why else image_env(image_dir)
+    out = os.path.join(results, os.path.dirname(PENDING_ENV))
+    os.makedirs(out, exist_ok=True)
+    if "CONTENTION_VM_IMAGE" in env:
+        for name in (f"rootfs-{IMAGE_FLAVOR}.tar", "config.json"):
+            src, dst = os.path.join(image_dir, name), os.path.join(out, name)
+            try:
+                os.link(src, dst)
+            except OSError:  # another filesystem
+                shutil.copyfile(src, dst)
+        env = {"CONTENTION_VM_IMAGE": out}
+    tmp = os.path.join(out, ".env.json")
+    Path(tmp).write_text(json.dumps(env))
+    os.replace(tmp, os.path.join(results, PENDING_ENV))
+    return env
+
+
+def _hand_over_in_background(
+    args: argparse.Namespace, results: str, env: dict[str, str], handed: dict[str, str]
+) -> threading.Thread | None:
+    """With --image-pending: the guest is told where to wait (``env``), a thread hands
+    the image over once built and records what it handed in ``handed``."""
+    if not args.image_pending:
+        return None
+    env["CONTENTION_VM_IMAGE_PENDING"] = os.path.join(results, PENDING_ENV)
+
+    def work() -> None:
+        handed.update(hand_over_image(os.path.abspath(args.image_pending), results, args.timeout))
+        print(f"==> VM lane: image handed to the guest: {handed}", flush=True)
+
+    t = threading.Thread(target=work, name="image-hand-over", daemon=True)
+    t.start()
+    return t
 
 
 def _run(spec: guest.GuestSpec, command: list[str], results: str) -> tuple[guest.GuestResult, int]:
@@ -250,8 +323,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     _seccomp(results, env)
     t = time.monotonic()
-    image_dir = _image(args, env)
+    image_dir = None if args.image_pending else _image(args, env)
     image_s = time.monotonic() - t
+    handed: dict[str, str] = {}
+    hand_over = _hand_over_in_background(args, results, env, handed)
     spec = guest.GuestSpec(
         kernel=kernel,
         memory=args.memory,
@@ -271,6 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if image_dir is not None:
             shutil.rmtree(image_dir, ignore_errors=True)
+        if hand_over is not None:
+            hand_over.join(timeout=5.0)
+        shutil.rmtree(os.path.join(results, os.path.dirname(PENDING_ENV)), ignore_errors=True)
         if args.results is not None and results != args.results:
             shutil.copytree(results, args.results, dirs_exist_ok=True)
             shutil.rmtree(results, ignore_errors=True)
@@ -279,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         "kernel": kernel.release,
         "prepare_s": round(prepared, 1),
         "image_s": round(image_s, 1),
-        "image": env.get("CONTENTION_VM_IMAGE_ERROR", "built"),
+        "image": {**env, **handed}.get("CONTENTION_VM_IMAGE_ERROR", "built"),
         "wall_s": round(res.wall_s, 1),
         "boot_s": res.boot_s,
         "status": res.status,
