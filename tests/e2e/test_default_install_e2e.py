@@ -37,7 +37,8 @@ from tests.e2e.chain import ALERTMANAGER, PROMETHEUS, Proc, Webhook, http_get, w
 from tests.support.kube_emulator import Emulator, kubeconfig
 from tests.support.kube_emulator import pod as api_pod
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+# any_load: fixture trees and the probe off; nothing here measures time or a share
+pytestmark = [pytest.mark.e2e, pytest.mark.any_load, pytest.mark.timeout(120)]
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "v2-systemd"
 NODE = "node-a"

@@ -18,7 +18,8 @@ from tests.unit.web_support import running
 
 from .chain import PROMETHEUS, Proc, http_get, missing_binaries, wait_until
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+# any_load: a scrape over TLS either works or it does not, however busy the machine
+pytestmark = [pytest.mark.e2e, pytest.mark.any_load, pytest.mark.timeout(180)]
 
 
 def test_prometheus_scrapes_https_with_basic_auth_over_ipv4_and_ipv6(tmp_path: Path) -> None:
