@@ -148,5 +148,7 @@ def increase_refaults(window: str, *matchers: str) -> str:
 def usage_cores(window: str, *matchers: str, k: int = 0) -> str:
     """CPU cores used over the part of ``window`` (ending ``k`` minutes ago) the cgroup
     was watched: a cgroup younger than the window is not understated
-    (docs/findings.md#young-series)."""
-    return f"{rate(USAGE, window, *matchers, k=k)}\n/\n{rate(SAMPLED, window, *matchers, k=k)}"
+    (docs/findings.md#young-series). No value where it was not watched at all (no
+    sampled seconds), as the evaluator's: 0/0 would be NaN, and a remediation "NaNm"."""
+    watched = f"({rate(SAMPLED, window, *matchers, k=k)} > 0)"
+    return f"{rate(USAGE, window, *matchers, k=k)}\n/\n{watched}"

@@ -536,3 +536,33 @@ def test_a_condition_that_drops_out_stays_one_alert(th: Thresholds, tmp_path: Pa
     (tmp_path / "t.yaml").write_text(yaml.safe_dump(doc))
     res = pt.unit_test_rules(tmp_path / "t.yaml")
     assert res.ok, res.output[-5000:]
+
+
+@needs_promtool
+def test_a_cgroup_not_watched_has_no_usage_ratio_not_nan(tmp_path: Path, th: Thresholds) -> None:
+    """A series scraped twice between two passes (a scrape interval shorter than the
+    sample interval, a container seen by one pass) has flat counters: its usage over
+    sampled seconds is 0/0. The rules give no value there, as the evaluator does (no
+    sampled seconds: no usage), instead of NaN, which a remediation would print as
+    "NaNm"."""
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule_groups(th)))
+    job = ",".join(th.matchers)  # the pack's selector (job="contention-exporter")
+    labels = f'{{{job},cgroup="/kubepods/pod1/c1",namespace="shop",pod="api-1",container="app"}}'
+    usage = R_USAGE.format(w=f"{th.window_minutes}m")
+    test = {
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": f"contention_cpu_usage_seconds_total{labels}", "values": "5x10"},
+                    {"series": f"contention_sampled_seconds_total{labels}", "values": "60x10"},
+                ],
+                "promql_expr_test": [{"expr": usage, "eval_time": "10m", "exp_samples": []}],
+            }
+        ],
+    }
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(test))
+    res = pt.unit_test_rules(tmp_path / "t.yaml")
+    assert res.ok, res.output[-5000:]
