@@ -235,15 +235,28 @@ class WorkloadUse:
 
 
 def workload_use(
-    window: Window, namespace: str, workload: str, clock: Clock, th: Thresholds
+    window: Window,
+    namespace: str,
+    workload: str,
+    clock: Clock,
+    th: Thresholds,
+    gone_after: float | None = None,
 ) -> WorkloadUse:
-    """The workload's containers that are still tracked (gone ones' use over the window
-    is not known; the rules read the same from live series): each one's usage as
-    :func:`cpu_usage_cores` (over the part of the window it was watched), summed, and
-    the requests of those with a usage, summed. A member without a request adds none."""
+    """The workload's containers that are still tracked, and with ``gone_after`` (an
+    earlier minute boundary) the members found gone after it, which ran then (the
+    rules: the members whose series were there at that boundary, ``offset``): each
+    one's usage as :func:`cpu_usage_cores` (over the part of the window it was
+    watched), summed, and the requests of those with a usage, summed. A member without
+    a request adds none. Without ``gone_after`` a gone member is not counted: its use
+    over the whole window is not known."""
     usage: float | None = None
     request: float | None = None
-    for cw in window.containers.values():
+    members = list(window.containers.values())
+    if gone_after is not None:
+        members += [
+            d for d in window.departed.values() if d.gone_at is not None and d.gone_at > gone_after
+        ]
+    for cw in members:
         i = cw.identity
         if i.workload != workload or i.namespace != namespace:
             continue

@@ -56,9 +56,16 @@ def workload_entitled(
     window: Window, namespace: str, workload: str, clock: Clock, th: Thresholds
 ) -> tuple[bool, WorkloadUse]:
     """A workload's running containers inside their summed requests over the window
-    (``WorkloadUse.entitled``) and at none of the earlier boundaries above them; with
+    (``WorkloadUse.entitled``) and at none of the earlier boundaries above them, each
+    judged with the members that ran at that boundary, gone ones included (a replica
+    that caused the wait and was replaced still counts for the minutes it ran); with
     the window's use, for the finding."""
-    uses = [workload_use(window, namespace, workload, c, t) for c, t in judged(clock, th)]
+    uses = [workload_use(window, namespace, workload, clock, th)]
+    uses += [
+        workload_use(window, namespace, workload, c, t, gone_after=c.window[-1] + 60)
+        for c, t in judged(clock, th)[1:]
+        if c.window
+    ]
     if not uses[0].entitled():
         return False, uses[0]
     return not any(_above(u) for u in uses[1:]), uses[0]

@@ -286,12 +286,15 @@ def workload_culprit_rules(terms: RuleTerms) -> list[Rule]:
     usage = R_WL_USAGE.format(w=w)
     live = terms.select(pq.USAGE)
 
-    def requests(running: str) -> str:
-        return f"({terms.select(pq.CPU_REQUEST)} and {_victim_on(terms)} {running})"
+    def requests(running: str, k: int = 0) -> str:
+        asked = terms.select(pq.CPU_REQUEST) + pq.offset(k)
+        return f"({asked} and {_victim_on(terms)} {running})"
 
     def above(k: int) -> str:
-        running = f"(\n  {terms.usage_cores(k)}\n  and {live}\n  )"
-        used, asked = terms.per_workload(running), terms.per_workload(requests(running))
+        # the members that ran at that boundary (their series there), gone ones too
+        running = f"(\n  {terms.usage_cores(k)}\n  and {live}{pq.offset(k)}\n  )"
+        used = terms.per_workload(running, k)
+        asked = terms.per_workload(requests(running, k), k)
         return f"(\n  {used}\n  > {asked}\n)\nand\n(\n  {asked}\n  > 0\n)"
 
     wl_on = terms.on(*WORKLOAD_CULPRIT_LABELS)

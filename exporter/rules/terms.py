@@ -108,10 +108,11 @@ class RuleTerms:
         parts = [term.format(off=pq.offset(k)) for k in range(self.th.sustain_minutes)]
         return "\n  and\n  ".join(f"({p})" for p in parts)
 
-    def per_workload(self, expr: str) -> str:
+    def per_workload(self, expr: str, k: int = 0) -> str:
         """``expr`` (per container) summed per workload, labelled as the workload blame
-        series are: ``culprit_namespace`` and ``culprit_workload``."""
-        info = self.select(pq.CGROUP_INFO, 'workload!=""')
+        series are: ``culprit_namespace`` and ``culprit_workload``; with ``k``, by what
+        owned each container ``k`` minutes ago (a member gone since is still named)."""
+        info = self.select(pq.CGROUP_INFO, 'workload!=""') + pq.offset(k)
         owned = f"{expr}\n  * {self.on(*IDENTITY_LABELS)} group_left(workload)\n  {info}"
         labelled = (
             f'label_replace(\n  label_replace(\n  {owned},\n  "culprit_workload", "$1", '

@@ -362,7 +362,7 @@ class Sampler:
             keep |= hidden.keys()
             acc.tracked.update(hidden)
             acc.paths.update(hidden.values())
-        self.folds.forget(keep)
+        self.folds.forget(keep, now)
         self._tracked_paths = acc.tracked
         acc.paths.update(unlisted)
         self._warned = {

@@ -109,6 +109,7 @@ class WindowFolds:
         self._seen: dict[int, _Seen] = {}
         self._windows: dict[int, ContainerWindow] = {}
         self._current: dict[int, MinuteFold] = {}
+        self._departed: dict[int, ContainerWindow] = {}
         self._node_folds: deque[NodeFold] = deque(maxlen=minutes)
         self._node_current: NodeFold | None = None
         self._node_base: dict[str, _NodeBase] = {}
@@ -119,7 +120,7 @@ class WindowFolds:
     def set_minutes(self, minutes: int) -> None:
         """Keep ``minutes`` complete minutes (the newest, when there are more)."""
         self.minutes = minutes
-        for cw in self._windows.values():
+        for cw in (*self._windows.values(), *self._departed.values()):
             cw.folds = deque(cw.folds, maxlen=minutes)
         self._node_folds = deque(self._node_folds, maxlen=minutes)
 
@@ -159,6 +160,7 @@ class WindowFolds:
         self._seen[cgroup_id] = _Seen(now, s, watched_s)
         cw = self._windows.get(cgroup_id)
         if cw is None:
+            self._departed.pop(cgroup_id, None)
             cw = self._windows[cgroup_id] = ContainerWindow(
                 identity=identity,
                 cgroup_id=cgroup_id,
@@ -184,12 +186,27 @@ class WindowFolds:
             _add_deltas(fold, s, base.sample)
         return watched_s
 
-    def forget(self, keep: set[int]) -> None:
-        """Drop every cgroup not in ``keep`` (gone: its series vanish with the pass)."""
+    def forget(self, keep: set[int], now: float) -> None:
+        """Drop every cgroup not in ``keep`` (gone: its series vanish with the pass). A
+        workload member's minutes, the one in progress included, are kept as departed
+        for as long as the window can reach them: a workload is judged at earlier minute
+        boundaries with the members that ran then."""
         for gone in set(self._seen) - keep:
             self._seen.pop(gone, None)
-            self._windows.pop(gone, None)
-            self._current.pop(gone, None)
+            cw = self._windows.pop(gone, None)
+            fold = self._current.pop(gone, None)
+            if cw is None or not cw.identity.workload:
+                continue
+            if fold is not None:
+                cw.folds.append(fold)
+            cw.gone_at = now
+            self._departed[gone] = cw
+        oldest = now - 60 * (self.minutes + 1)
+        self._departed = {
+            cid: cw
+            for cid, cw in self._departed.items()
+            if cw.gone_at is not None and cw.gone_at >= oldest and cid not in self._windows
+        }
 
     def current(self) -> Mapping[int, MinuteFold]:
         """The minute in progress of each cgroup (the probe's fold writes into it)."""
@@ -282,20 +299,27 @@ class WindowFolds:
         """A copy of the last ``minutes`` complete minutes, for the finding evaluator."""
         w = Window(minutes=self.minutes)
         for cid, cw in self._windows.items():
-            w.containers[cid] = ContainerWindow(
-                identity=cw.identity,
-                cgroup_id=cw.cgroup_id,
-                cpu_limit_cores=cw.cpu_limit_cores,
-                memory_limit_bytes=cw.memory_limit_bytes,
-                folds=deque(cw.folds),
-                first_seen=cw.first_seen,
-            )
+            w.containers[cid] = _copy(cw)
+        for cid, cw in self._departed.items():
+            w.departed[cid] = _copy(cw)
         w.node = deque(self._node_folds)
         w.node_cpu_cores = node_cpu_cores
         w.node_memory_bytes = node_memory_bytes
         w.others = dict(others)
         w.probe_loaded = probe_loaded
         return w
+
+
+def _copy(cw: ContainerWindow) -> ContainerWindow:
+    return ContainerWindow(
+        identity=cw.identity,
+        cgroup_id=cw.cgroup_id,
+        cpu_limit_cores=cw.cpu_limit_cores,
+        memory_limit_bytes=cw.memory_limit_bytes,
+        folds=deque(cw.folds),
+        first_seen=cw.first_seen,
+        gone_at=cw.gone_at,
+    )
 
 
 def _add_deltas(fold: MinuteFold, s: CounterSample, p: CounterSample) -> None:

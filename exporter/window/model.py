@@ -66,6 +66,8 @@ class ContainerWindow:
     # When the sampler first saw the cgroup (epoch seconds; 0: long ago). Nothing is
     # judged about a cgroup watched for less than sustainMinutes (docs/findings.md).
     first_seen: float = 0.0
+    # When it was found gone (epoch seconds; None: still tracked). Window.departed only.
+    gone_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -99,3 +101,7 @@ class Window:
     # kernel, opted-out pods): cgroup id -> identity, for naming them in findings.
     others: dict[int, Identity] = field(default_factory=dict)
     probe_loaded: bool = False
+    # Workload members gone within the window, with their minutes up to the pass that
+    # found them gone: a workload is judged at the earlier minute boundaries of the
+    # sustain with the members that ran then (docs/findings.md#no-kind-flip-while-a-finding-decays).
+    departed: dict[int, ContainerWindow] = field(default_factory=dict)

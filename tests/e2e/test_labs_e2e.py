@@ -881,9 +881,7 @@ def test_3_everything_resolves(e2e: E2E) -> None:
     for name, stopped in e2e.stopped.items():
         if name in e2e.runs:
             _check_decay(e2e, name, e2e.runs[name], stopped, ours())
-    gap = _workload_decay_gap(e2e, ours())
-    e2e.observed["known_gaps"] = [dict(n.labels) for n in gap]
-    counted = [n for n in ours() if n not in gap]
+    counted = ours()
     incidents = {v: incidents_of(counted, v) for v in sorted(all_refs)}
     e2e.observed["notifications"] = {v: i for v, i in incidents.items() if i}
     print(f"\n[notifications] per victim: {json.dumps(e2e.observed['notifications'])}")
@@ -927,26 +925,6 @@ def _check_decay(e2e: E2E, name: str, run: LabRun, stopped: float, notes: list[A
     assert not wrong, f"lab {name}: alerts after its workloads stopped: {wrong}"
     if decay and not DECAY_TRANSIENTS_ALLOWED:
         pytest.fail(f"lab {name}: decay transients {decay}", pytrace=False)
-
-
-def _workload_decay_gap(e2e: E2E, notes: Sequence[Any]) -> list[Any]:
-    """The one kind change the rules and the evaluator still make, documented in
-    docs/findings.md#one-incident-one-alert: the workload lab's victim turning
-    cpu-contended after the workload stopped (its only running replica young and idle).
-    Its notifications, so that test_3 can leave them out of the count and record them;
-    any other second alert for a victim still fails."""
-    stopped = e2e.stopped.get("workload")
-    if stopped is None:
-        return []
-    victim = f"{workload.NAMESPACE}/{workload.VICTIM_POD}/app"
-    contended = [
-        n
-        for n in notes
-        if container_of(n.labels) == victim
-        and n.labels.get("alertname") == ALERT_OF["cpu-contended"]
-    ]
-    first = min((n.received for n in contended if n.status == "firing"), default=None)
-    return contended if first is not None and first > stopped else []
 
 
 def _timeline(notes: Sequence[Any], victim: str) -> str:

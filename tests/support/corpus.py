@@ -185,17 +185,24 @@ class Scenario:
                 continue
             if t < mem.start * 60:
                 continue  # not seen yet
-            if mem.end is not None and t >= mem.end * 60:
-                w.others[mem.cgroup_id] = mem.identity  # gone: named while blamed
-                continue
             cw = ContainerWindow(
                 identity=mem.identity,
                 cgroup_id=mem.cgroup_id,
                 cpu_limit_cores=mem.identity.cpu_limit_cores,
                 memory_limit_bytes=mem.identity.memory_limit_bytes,
-                folds=deque(self._fold(name, m) for m in keep if m >= mem.start),
+                folds=deque(
+                    self._fold(name, m)
+                    for m in keep
+                    if m >= mem.start and (mem.end is None or m < mem.end)
+                ),
                 first_seen=float(mem.start * 60),
             )
+            if mem.end is not None and t >= mem.end * 60:
+                w.others[mem.cgroup_id] = mem.identity  # gone: named while blamed
+                if mem.identity.workload:  # found gone by the pass at its end
+                    cw.gone_at = float(mem.end * 60)
+                    w.departed[mem.cgroup_id] = cw
+                continue
             w.containers[mem.cgroup_id] = cw
         for m in keep:
             w.node.append(

@@ -615,6 +615,35 @@ def test_departed_culprit_keeps_its_name_while_its_blame_counts(tree: Tree) -> N
     assert ids[job] not in identities(s.window())
 
 
+def test_a_gone_workload_member_stays_departed_while_the_window_reaches_it(
+    tree: Tree,
+) -> None:
+    """A workload is judged at earlier minute boundaries with the members that ran
+    then (docs/findings.md#no-kind-flip-while-a-finding-decays): a gone member of one
+    keeps its minutes, the one it was found gone in included, in ``Window.departed``
+    until the window cannot reach them; a gone cgroup of no workload keeps nothing."""
+    old = tree.cgroup("/system.slice/backup@1.service")
+    tree.cgroup("/system.slice/backup@2.service")
+    lone = tree.cgroup("/system.slice/lone.service")
+    ids = {p: os.stat(p).st_ino for p in (old, lone)}
+    s = tree.sampler(interval=5.0)
+    for now in (600.0, 630.0, 660.0, 690.0):
+        s.run_once(now=now)
+    rmtree(old)
+    rmtree(lone)
+    s.run_once(now=700.0)
+    w = s.window()
+    assert ids[old] not in w.containers and ids[lone] not in w.departed
+    gone = w.departed[ids[old]]
+    assert gone.gone_at == 700.0 and gone.identity.workload == "backup@.service"
+    assert [f.minute for f in gone.folds] == [600, 660]  # 660: found gone in it
+    minutes = s.window().minutes
+    s.run_once(now=700.0 + 60 * (minutes + 1))
+    assert ids[old] in s.window().departed
+    s.run_once(now=700.0 + 60 * (minutes + 1) + 5)
+    assert s.window().departed == {}
+
+
 def test_state_is_bounded_by_what_exists_under_churn(tree: Tree) -> None:
     """Cgroups come and go (40 alive at a time, 600 over the run): every cache of
     the sampler and of the identity resolver holds what exists, not what existed."""
