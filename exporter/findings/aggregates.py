@@ -242,9 +242,10 @@ def workload_use(
     th: Thresholds,
     gone_after: float | None = None,
 ) -> WorkloadUse:
-    """The workload's containers that are still tracked, and with ``gone_after`` (an
-    earlier minute boundary) the members found gone after it, which ran then (the
-    rules: the members whose series were there at that boundary, ``offset``): each
+    """The workload's containers that are still tracked, and with ``gone_after`` (the
+    start of the minute before an earlier boundary) the members found gone after it,
+    which ran in that minute (the rules: the members with a series in it,
+    ``present_over_time(...[1m] offset <k>m)``): each
     one's usage as :func:`cpu_usage_cores` (over the part of the window it was
     watched), summed, and the requests of those with a usage, summed. A member without
     a request adds none. Without ``gone_after`` a gone member is not counted: its use

@@ -57,12 +57,13 @@ def workload_entitled(
 ) -> tuple[bool, WorkloadUse]:
     """A workload's running containers inside their summed requests over the window
     (``WorkloadUse.entitled``) and at none of the earlier boundaries above them, each
-    judged with the members that ran at that boundary, gone ones included (a replica
-    that caused the wait and was replaced still counts for the minutes it ran); with
-    the window's use, for the finding."""
+    judged with the members that ran in the minute before that boundary, gone ones
+    included (a replica that caused the wait and was replaced still counts for the
+    minutes it ran, also when it was replaced seconds before the boundary by one too
+    young to have a measured use); with the window's use, for the finding."""
     uses = [workload_use(window, namespace, workload, clock, th)]
     uses += [
-        workload_use(window, namespace, workload, c, t, gone_after=c.window[-1] + 60)
+        workload_use(window, namespace, workload, c, t, gone_after=c.window[-1])
         for c, t in judged(clock, th)[1:]
         if c.window
     ]

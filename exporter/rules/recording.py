@@ -284,15 +284,17 @@ def workload_culprit_rules(terms: RuleTerms) -> list[Rule]:
     workloads named as culprits (docs/findings.md#workload-culprits)."""
     w = terms.window
     usage = R_WL_USAGE.format(w=w)
-    live = terms.select(pq.USAGE)
 
     def requests(running: str, k: int = 0) -> str:
-        asked = terms.select(pq.CPU_REQUEST) + pq.offset(k)
+        asked = terms.select(pq.CPU_REQUEST)
+        if k:
+            asked = terms.in_boundary_minute("last_over_time", pq.CPU_REQUEST, k)
         return f"({asked} and {_victim_on(terms)} {running})"
 
     def above(k: int) -> str:
-        # the members that ran at that boundary (their series there), gone ones too
-        running = f"(\n  {terms.usage_cores(k)}\n  and {live}{pq.offset(k)}\n  )"
+        # the members that ran in the minute before that boundary, gone ones too
+        ran = terms.in_boundary_minute("present_over_time", pq.USAGE, k)
+        running = f"(\n  {terms.usage_cores(k)}\n  and {ran}\n  )"
         used = terms.per_workload(running, k)
         asked = terms.per_workload(requests(running, k), k)
         return f"(\n  {used}\n  > {asked}\n)\nand\n(\n  {asked}\n  > 0\n)"

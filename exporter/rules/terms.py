@@ -108,11 +108,21 @@ class RuleTerms:
         parts = [term.format(off=pq.offset(k)) for k in range(self.th.sustain_minutes)]
         return "\n  and\n  ".join(f"({p})" for p in parts)
 
+    def in_boundary_minute(self, func: str, metric: str, k: int, *matchers: str) -> str:
+        """``func(metric[1m] offset km)``: the series as it was in the minute before an
+        earlier boundary, so a member that ran in that minute and was replaced seconds
+        before the boundary still counts (exporter.findings.beyond_request)."""
+        return f"{func}({self.select(metric, *matchers)}[1m]{pq.offset(k)})"
+
     def per_workload(self, expr: str, k: int = 0) -> str:
         """``expr`` (per container) summed per workload, labelled as the workload blame
         series are: ``culprit_namespace`` and ``culprit_workload``; with ``k``, by what
-        owned each container ``k`` minutes ago (a member gone since is still named)."""
-        info = self.select(pq.CGROUP_INFO, 'workload!=""') + pq.offset(k)
+        owned each container in the minute before ``k`` minutes ago (a member gone since
+        is still named; one ``workload`` per container, should it have changed)."""
+        info = self.select(pq.CGROUP_INFO, 'workload!=""')
+        if k:
+            last = self.in_boundary_minute("last_over_time", pq.CGROUP_INFO, k, 'workload!=""')
+            info = f"topk {self.by(*IDENTITY_LABELS)} (1, {last})"
         owned = f"{expr}\n  * {self.on(*IDENTITY_LABELS)} group_left(workload)\n  {info}"
         labelled = (
             f'label_replace(\n  label_replace(\n  {owned},\n  "culprit_workload", "$1", '
