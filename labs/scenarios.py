@@ -383,10 +383,17 @@ LABS: dict[str, Lab] = {
 }
 
 
+LAB_CPU_ENV = "CONTENTION_LAB_CPU"
+
+
 def lab_cpu() -> int:
     """The CPU that ``one_cpu`` labs are pinned to: the machine's last one, so the rest
     of the host (the exporter, Prometheus, anything else) keeps the other CPUs and does
-    not blur a lab about two containers sharing a CPU."""
+    not blur a lab about two containers sharing a CPU. ``$CONTENTION_LAB_CPU`` names
+    another: scripts/test.sh runs a harness confined to the other CPUs with it."""
+    chosen = os.environ.get(LAB_CPU_ENV, "")
+    if chosen.isdigit():
+        return int(chosen)
     cpus = sorted(os.sched_getaffinity(0))
     return cpus[-1]
 

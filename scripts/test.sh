@@ -15,8 +15,12 @@
 #     unit, fuzz, image   pytest tests/unit, tests/fuzz, tests/image
 #     any load            pytest tests/integration tests/e2e -m any_load: real-kernel
 #                         and end-to-end tests whose verdicts hold on a busy machine
+#     kernel (lab CPU)    pytest tests/integration -m lab_cpu: real-kernel tests whose
+#                         scenes run on the last CPU only, the VM and the harness
+#                         confined to the others meanwhile (2 CPUs or more)
 #   and once it is done, on a quiet machine, the real-kernel lanes:
-#     kernel, e2e         pytest tests/integration, tests/e2e, -m "not any_load"
+#     kernel, e2e         pytest tests/integration, tests/e2e, -m "not any_load" (and
+#                         not lab_cpu, where that lane ran)
 #
 # A lane that fails does not stop the others; the exit status is non-zero if any failed.
 # pytest's "no tests collected" (5) is a failure in every lane. Results go to
@@ -101,6 +105,42 @@ lint_types() {
   ruff check . || rc=1
   ruff format --check . || rc=1
   mypy || rc=1
+  return "$rc"
+}
+
+# descendants PID: every process below PID (ours: the VM lane's lane.py, vng, qemu)
+descendants() {
+  local child
+  for child in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+    echo "$child"
+    descendants "$child"
+  done
+}
+
+# confine CPUS PID...: set the CPU affinity of every thread of each PID (gone ones skip)
+confine() {
+  local cpus="$1" pid
+  shift
+  for pid in "$@"; do taskset -a -p -c "$cpus" "$pid" >/dev/null 2>&1 || true; done
+}
+
+# The tests whose scenes run on the last CPU only (marker lab_cpu), beside the VM lane's
+# end once the other beside lanes are done: the VM lane's processes and this harness
+# are confined to the other CPUs, so the labs have the last one to themselves
+# ($CONTENTION_LAB_CPU, labs.scenarios.lab_cpu); the VM lane gets every CPU back after.
+lab_cpu_tests() {
+  local all others last rc pids=()
+  all="$(taskset -c -p $$ | sed 's/.*: //')"
+  last="$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')"
+  others="$(python3 -c 'import os; print(",".join(map(str, sorted(os.sched_getaffinity(0))[:-1])))')"
+  [ -z "$VM_PID" ] || mapfile -t pids < <(descendants "$VM_PID")
+  confine "$others" "${pids[@]}"
+  env CONTENTION_LAB_CPU="$last" taskset -c "$others" pytest tests/integration \
+    --junitxml="$RESULTS/kernel (lab CPU).xml" -o junit_suite_name="kernel (lab CPU)" \
+    -m "lab_cpu and not any_load"
+  rc=$?
+  [ -z "$VM_PID" ] || mapfile -t pids < <(descendants "$VM_PID")
+  confine "$all" "${pids[@]}"
   return "$rc"
 }
 
@@ -241,12 +281,19 @@ else
   # The real-kernel and end-to-end tests whose verdicts hold on a busy machine (marker
   # any_load: cleanup, counters, leaks, scrape and routing) use the CPU the guest leaves.
   pytest_lane "any load" tests/integration -- tests/e2e -m any_load
+  quiet_kernel="not any_load"
+  if [ "$(python3 -c 'import os; print(len(os.sched_getaffinity(0)))')" -ge 2 ]; then
+    lane "kernel (lab CPU)" pytest "kernel (lab CPU).xml" lab_cpu_tests
+    quiet_kernel="not any_load and not lab_cpu"
+  fi
 
   [ -z "$VM_PID" ] || vm_wait
   rm -rf "$IMAGE" "$IMAGE.status"
   # Real-kernel lanes last, alone: timing-sensitive, they need a quiet machine.
-  pytest_lane kernel tests/integration -- -m "not any_load"
-  pytest_lane e2e tests/e2e -- -m "not any_load"
+  pytest_lane kernel tests/integration CONTENTION_CLOSED_LOOP_OBSERVED="$RESULTS/closed-loop.json" \
+    -- -m "$quiet_kernel"
+  pytest_lane e2e tests/e2e CONTENTION_E2E_OBSERVED="$RESULTS/e2e-observed.json" \
+    -- -m "not any_load"
 fi
 
 step "lanes (results in $RESULTS)"

@@ -24,7 +24,6 @@ not up to two minutes. Run under ``flock /tmp/contention-kernel.lock``.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -43,6 +42,7 @@ from exporter.probe.blame import unknown_blame_ratio
 from exporter.probe.culprit import CulpritKind, classify_culprit
 from labs import LabCgroup, spawn_periodic
 from labs.cgroups import PREFIX
+from labs.scenarios import lab_cpu
 from tests.support.churn import pin, replace_and_sample
 from tests.support.probe_loaders import LOADERS, probe_loader
 
@@ -95,7 +95,7 @@ def test_replaced_culprits_keep_their_names_and_are_named_as_their_workload(
     th = replace(load_thresholds(), window_minutes=2, sustain_minutes=1)
     cfg = AgentConfig(sample_interval=1.0, process_metrics=False, metadata_file=str(meta_path))
     agents = {name: Agent(cfg, th, probe=load()) for name, load in both_probes.items()}
-    cpu = max(os.sched_getaffinity(0))
+    cpu = lab_cpu()
     run_s = REPLACE_EVERY_S * GENERATIONS
 
     victim = make_lab("churn-victim", cpu_shares=102)

@@ -24,6 +24,7 @@ import pytest
 from exporter.probe import ProbeDelta, SchedProbe
 from exporter.window import CULPRIT_IDLE, CULPRIT_UNATTRIBUTED
 from labs import LabCgroup, Worker, spawn_busy, spawn_periodic
+from labs.scenarios import lab_cpu
 from tests.support.probe_loaders import SKIP_REASONS, cannot_load
 
 pytestmark = [pytest.mark.kernel, pytest.mark.probe]
@@ -70,6 +71,7 @@ def merged(*deltas: ProbeDelta) -> ProbeDelta:
     return out
 
 
+@pytest.mark.lab_cpu
 def test_loads_and_yields_sane_numbers(
     make_lab: MakeLab, load_probe: Callable[..., SchedProbe], loader: str
 ) -> None:
@@ -79,7 +81,7 @@ def test_loads_and_yields_sane_numbers(
     lab = make_lab("probe-sane")
     probe.set_tracked([lab.cgroup_id])
     probe.poll()
-    spawn_periodic(lab, work_ms=1.0, period_ms=10.0, seconds=3.0)
+    pin([spawn_periodic(lab, work_ms=1.0, period_ms=10.0, seconds=3.0)], lab_cpu())
     time.sleep(2.5)
     d = probe.poll()
     r = d.runq.get(lab.cgroup_id)
@@ -103,6 +105,7 @@ def test_loads_and_yields_sane_numbers(
     assert blame_s <= r.sum_s + 1e-6
 
 
+@pytest.mark.lab_cpu
 def test_attribution_accuracy_occupancy_vs_last_runner(
     make_lab: MakeLab,
     load_probe: Callable[..., SchedProbe],
@@ -124,7 +127,7 @@ def test_attribution_accuracy_occupancy_vs_last_runner(
     for p in (occupancy, last):
         p.set_tracked([victim.cgroup_id])
     secs = 8.0
-    cpu = max(os.sched_getaffinity(0))
+    cpu = lab_cpu()
     workers = [
         spawn_busy(hog1, threads=1, seconds=secs + 3),
         spawn_busy(hog2, threads=1, seconds=secs + 3),
@@ -294,6 +297,7 @@ def cpu_jiffies(cpu: int) -> tuple[int, int]:
     raise AssertionError(f"cpu{cpu} not in /proc/stat")
 
 
+@pytest.mark.lab_cpu
 def test_throttling_is_not_contention(
     make_lab: MakeLab, load_probe: Callable[..., SchedProbe]
 ) -> None:
@@ -308,7 +312,7 @@ def test_throttling_is_not_contention(
     probe = load_probe()
     victim = make_lab("probe-throttled", cpu_quota_cores=0.2)
     probe.set_tracked([victim.cgroup_id])
-    cpu = max(os.sched_getaffinity(0))
+    cpu = lab_cpu()
     w = spawn_busy(victim, threads=1, seconds=6.0)
     pin([w], cpu)
     time.sleep(1.0)
@@ -346,13 +350,14 @@ def test_throttling_is_not_contention(
     assert sum(r.counts[i20 + 1 :]) >= 20, r.counts
 
 
+@pytest.mark.lab_cpu
 def test_no_phantom_victims(make_lab: MakeLab, load_probe: Callable[..., SchedProbe]) -> None:
     """An idle sidecar (one short tick a second) produces a handful of events: far
     below the 50 events/minute the noisy-neighbour finding requires."""
     probe = load_probe()
     sidecar = make_lab("probe-sidecar")
     probe.set_tracked([sidecar.cgroup_id])
-    spawn_periodic(sidecar, work_ms=0.2, period_ms=1000.0, seconds=7.0)
+    pin([spawn_periodic(sidecar, work_ms=0.2, period_ms=1000.0, seconds=7.0)], lab_cpu())
     time.sleep(1.0)  # worker start-up (imports, joining) is not the steady state
     probe.poll()
     time.sleep(5.0)
@@ -474,6 +479,7 @@ def test_special_keys_are_mapped(load_probe: Callable[..., SchedProbe]) -> None:
 # --- CO-RE specifics: its clock, and loading that fails half-way ----------------------
 
 
+@pytest.mark.lab_cpu
 def test_waits_agree_with_the_kernels_accounting(make_lab: MakeLab) -> None:
     """A periodic victim waits behind a hog on one CPU. Three probes watch it at once:
     CO-RE on the scheduler's clocks, CO-RE on bpf_ktime_get_ns(), BCC. Each one's
@@ -497,7 +503,7 @@ def test_waits_agree_with_the_kernels_accounting(make_lab: MakeLab) -> None:
         hog = make_lab("probe-acct-hog")
         for p in probes.values():
             p.set_tracked([victim.cgroup_id])
-        cpu = max(os.sched_getaffinity(0))
+        cpu = lab_cpu()
         workers = [
             spawn_busy(hog, threads=1, seconds=7.0),
             spawn_periodic(victim, work_ms=1.0, period_ms=10.0, seconds=7.0),
