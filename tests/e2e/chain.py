@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from exporter.rules.finding_alerts import ALERT_NAMES
 from labs.exporter_proc import exporter_command, free_port, terminate
@@ -482,6 +483,35 @@ class Chain:
         if not r:
             return None
         return float(r[0]["value"][1])
+
+    def rule_failures(self) -> dict[str, Any]:
+        """Rules that failed to evaluate: Prometheus's own count per group since it
+        started (``prometheus_rule_evaluation_failures_total``, from its /metrics) and
+        each rule's last error (/api/v1/rules). A rule whose evaluation fails (a
+        many-to-many match, say) records nothing that time, so an alert built on it
+        silently misses: the labs' data must evaluate cleanly."""
+        status, body = http_get(self.prom_url + "/metrics", 10)
+        if status != 200:
+            raise ChainError(f"Prometheus /metrics: HTTP {status}")
+        failures: dict[str, float] = {}
+        for fam in text_string_to_metric_families(body):
+            if fam.name != "prometheus_rule_evaluation_failures":
+                continue
+            for s in fam.samples:
+                if s.name.endswith("_total") and s.value:
+                    failures[s.labels.get("rule_group", "")] = s.value
+        errors = [
+            {"group": g["name"], "rule": r.get("name"), "error": r.get("lastError")}
+            for g in self.api("/api/v1/rules").get("groups", [])
+            for r in g.get("rules", [])
+            if r.get("health") == "err" or r.get("lastError")
+        ]
+        return {"failures": failures, "errors": errors}
+
+    def loaded_rules(self) -> dict[str, int]:
+        """How many rules each loaded group holds (/api/v1/rules)."""
+        groups = self.api("/api/v1/rules").get("groups", [])
+        return {g["name"]: len(g.get("rules", [])) for g in groups}
 
     def firing_alerts(self) -> list[dict[str, Any]]:
         """Prometheus's own view: alerts in state firing."""

@@ -1073,3 +1073,17 @@ def test_4_every_panel_query_returned_data(e2e: E2E) -> None:
         if not has
     ]
     assert not empty, "panel queries that never returned data in any lab:\n" + "\n".join(empty)
+
+
+@pytest.mark.kernel
+def test_7_no_rule_failed_to_evaluate(e2e: E2E) -> None:
+    """Every rule of the rendered PrometheusRule evaluated without an error over the whole
+    session (every lab, replay and decay): a failed evaluation records nothing, so the
+    alerts built on it would miss silently while every other check here looks at what
+    did fire."""
+    if not e2e.stopped:
+        pytest.skip("no real-kernel lab ran in this session")
+    loaded = e2e.chain.loaded_rules()
+    assert loaded and all(loaded.values()), f"no rules loaded: {loaded}"
+    bad = e2e.chain.rule_failures()
+    assert not bad["failures"] and not bad["errors"], json.dumps(bad, indent=1)[:4000]

@@ -71,6 +71,7 @@ def guest_pytest(results: str, extra: list[str]) -> list[str]:
         "no:cacheprovider",
         "-v",
         "-rA",
+        "--durations=20",  # a slow fixture told apart from a slow test
         f"--junitxml={os.path.join(results, 'junit.xml')}",
         *SELECTION,
         *extra,

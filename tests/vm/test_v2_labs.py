@@ -301,6 +301,18 @@ class MemoryFix:
     mark: Any = None
 
 
+def test_the_chain_is_up_in_the_guest(exporter: ExporterProcess, chain: Chain) -> None:
+    """Prometheus scrapes the guest's exporter, lists the Alertmanager and has the rule
+    pack loaded, before any lab relies on them (starting the chain under TCG is most of
+    this test's time, which the first lab's time no longer hides)."""
+    up = chain.query(f'up{{job="{JOB}"}}')
+    assert [float(r["value"][1]) for r in up] == [1.0], up
+    loaded = chain.loaded_rules()
+    assert loaded and all(loaded.values()), f"no rules loaded: {loaded}"
+    listed = chain.api("/api/v1/alertmanagers").get("activeAlertmanagers", [])
+    assert any(str(chain.am_port) in a.get("url", "") for a in listed), listed
+
+
 @pytest.fixture(scope="module")
 def memory_fix() -> Iterator[MemoryFix]:
     fix = MemoryFix()
@@ -546,3 +558,10 @@ def test_memory_pressure(
     # labelled a heuristic (docs/findings.md, memory-pressure).
     named = [f["culprit"] for f in rows if f["kind"] == "memory-pressure" and f.get("culprit")]
     assert named and all(c.get("heuristic") is True for c in named), _summary(rows)
+
+
+def test_no_rule_failed_to_evaluate(chain: Chain) -> None:
+    """Every rule evaluated without an error while the labs ran on the pure-v2 kernel's
+    series (a failed evaluation records nothing: its alert would miss silently)."""
+    bad = chain.rule_failures()
+    assert not bad["failures"] and not bad["errors"], json.dumps(bad, indent=1)[:4000]
