@@ -12,6 +12,7 @@ from typing import Any
 
 from ..agent import AgentConfig
 from ..catalog import OPTIONAL_COLLECTORS
+from ..catalog.probe import ANTAGONIST_WAIT_SECONDS, BLAME_SHARE, WORKLOAD_BLAME_SHARE
 from ..exposition.published import RENDER_MODES
 from ..findings.thresholds import Thresholds, ThresholdsError, load_thresholds
 from ..kube import NODE_NAME_ENV, KubeConfig
@@ -216,8 +217,8 @@ def _add_probe_arguments(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_TOP_K,
         metavar="K",
         help="culprits exported per victim, and judged by the findings: its K largest, "
-        "single culprits (contention_blame_ratio) and workloads "
-        "(contention_workload_blame_ratio) together (default: %(default)s)",
+        f"single culprits ({BLAME_SHARE.name}) and workloads ({WORKLOAD_BLAME_SHARE.name}) "
+        "together (default: %(default)s)",
     )
     g.add_argument(
         "--probe.antagonists",
@@ -225,7 +226,7 @@ def _add_probe_arguments(p: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=DEFAULT_ANTAGONIST_TOP_K,
         metavar="K",
-        help="culprits exported per node in contention_antagonist_wait_seconds_total: the K "
+        help=f"culprits exported per node in {ANTAGONIST_WAIT_SECONDS.name}: the K "
         "that caused the most run-queue wait to other containers over the window "
         "(default: %(default)s)",
     )

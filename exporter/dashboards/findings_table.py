@@ -49,7 +49,7 @@ _COLUMNS = (
 )
 
 _DESCRIPTION = (
-    "Findings the exporter reports right now (contention_finding), one row each, with "
+    f"Findings the exporter reports right now ({pq.FINDING}), one row each, with "
     "the numbers that decide them: throttled share of CFS periods over the "
     "{window}-minute window, CPU pressure 'some' and run-queue p99 in the "
     "latest minute, memory pressure 'some', and for a noisy-neighbor the culprit's "

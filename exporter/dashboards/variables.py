@@ -61,7 +61,7 @@ def cluster(selectors: Selectors) -> db.QueryVariable:
             "Cluster",
             f"Optional: only offered when Prometheus adds a '{label}' label "
             "(the threshold config's clusterLabel). 'All' also matches series without one.",
-            f"label_values(contention_build_info{{{selectors.exporter}}}, {label})",
+            f"label_values({pq.BUILD_INFO}{{{selectors.exporter}}}, {label})",
         ),
         multi=False,
     )
@@ -74,7 +74,7 @@ def node(selectors: Selectors, *, allow_all: bool) -> db.QueryVariable:
         "Node",
         f"The exporter's node, by its '{label}' label (the last of the threshold "
         "config's nodeLabels).",
-        f"label_values(contention_build_info{{{selectors.exporter}, "
+        f"label_values({pq.BUILD_INFO}{{{selectors.exporter}, "
         f'{selectors.cluster_label}=~"${V_CLUSTER}"}}, {label})',
     )
     return _all(variable, multi=False) if allow_all else variable.multi(False)

@@ -175,7 +175,8 @@ def _scrape_label_rules(th: Thresholds, rule: Callable[[str, str, str, str], Rul
             th.target_labels_for,
             f"The series of {TARGET_T} carry the scrape target's own labels "
             '(namespace="{{ $labels.namespace }}", pod="{{ $labels.pod }}", '
-            'container="{{ $labels.container }}" on contention_build_info, which the '
+            'container="{{ $labels.container }}" on '
+            f"{pq.BUILD_INFO}, which the "
             "exporter never labels so): Prometheus adds them to every series that lacks "
             "them, so the node's own cgroups (the kubelet, the runtime) and pods not named "
             "yet are reported as the exporter's pod, their alerts route to its namespace, "

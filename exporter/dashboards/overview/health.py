@@ -30,7 +30,7 @@ def _per_node(context: Context, expr: str) -> list[Query]:
 
 
 def usage_and_stall_layers(context: Context) -> stat.Panel:
-    supported = sel("contention_node_compute_supported", context.selectors.node)
+    supported = sel(pq.COMPUTE_SUPPORTED, context.selectors.node)
     return stat_panel(
         context.ids,
         "Usage and stall layers",
@@ -102,7 +102,7 @@ def failing_collectors(context: Context) -> stat.Panel:
     return stat_panel(
         context.ids,
         "Failing collectors",
-        "Collectors whose last run failed (contention_collector_success == 0). Red: "
+        f"Collectors whose last run failed ({pq.COLLECTOR_SUCCESS} == 0). Red: "
         "some series are missing; the exporter log names the collector and the error.",
         "none",
         _per_node(context, failing),
@@ -117,17 +117,14 @@ def tracked_cgroups(context: Context) -> stat.Panel:
         "Cgroups sampled in the last pass (containers, systemd units, other leaf "
         "cgroups). Informational; a sudden drop to zero means discovery failed.",
         "none",
-        _per_node(context, sel("contention_tracked_cgroups", context.selectors.node)),
+        _per_node(context, sel(pq.TRACKED_CGROUPS, context.selectors.node)),
         base=BLUE,
     )
 
 
 def probe_cost(context: Context) -> timeseries.Panel:
     node = context.selectors.node
-    per_run = (
-        f"{rate('contention_probe_program_run_seconds_total', RATE, node)}"
-        f" / {rate('contention_probe_program_runs_total', RATE, node)}"
-    )
+    per_run = f"{rate(pq.PROBE_RUN_SECONDS, RATE, node)} / {rate(pq.PROBE_RUNS, RATE, node)}"
     return timeseries_panel(
         context.ids,
         "Probe cost per event",
@@ -143,10 +140,7 @@ def probe_cost(context: Context) -> timeseries.Panel:
 
 def map_occupancy(context: Context) -> bargauge.Panel:
     node = context.selectors.node
-    share = (
-        f"{sel('contention_probe_map_entries', node)}"
-        f" / {sel('contention_probe_map_capacity', node)}"
-    )
+    share = f"{sel(pq.PROBE_MAP_ENTRIES, node)} / {sel(pq.PROBE_MAP_CAPACITY, node)}"
     return bar_gauge_panel(
         context.ids,
         "Probe map occupancy",

@@ -75,12 +75,12 @@ def context_switches(context: Context) -> timeseries.Panel:
         "ops",
         [
             Query(
-                rate("contention_node_context_switches_total", RATE, node),
+                rate(pq.NODE_CONTEXT_SWITCHES, RATE, node),
                 f"{legend} node",
                 ref="node",
             ),
             Query(
-                rate("contention_probe_sched_switches_total", RATE, node),
+                rate(pq.PROBE_SCHED_SWITCHES, RATE, node),
                 f"{legend} seen by probe",
                 ref="probe",
             ),
