@@ -42,7 +42,11 @@ class RunqMinute:
         return self.rate * 60 >= th.min_runq_events or self.overflow_rate > 0
 
     def p99_at_least(self, bound_s: float) -> bool:
-        # rate(le=bound) / rate(le=+Inf) <= 0.99  (histogram_quantile's rank test)
+        """p99 >= ``bound_s`` (a bucket bound): at most 99 % of the minute's waits at or
+        below it, ``rate(le=bound) / rate(le="+Inf") <= 0.99`` as the rules write it
+        (``rules.terms``), in the same float arithmetic. ``histogram_quantile`` agrees
+        but where exactly 99 % are at or below the bound: it interpolates below the
+        bound when the bound's own bucket is empty (docs/findings.md)."""
         f = self.le_fraction.get(bound_s)
         return f is not None and not math.isnan(f) and f <= P99
 

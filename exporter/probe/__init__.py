@@ -15,13 +15,7 @@ from .blame import DEFAULT_TOP_K, BlameShare, blame_shares, unknown_blame_ratio
 from .config import ProbeConfig, open_probe
 from .culprit import ROOT_CGROUP_ID, CulpritKind, NamedCulprit, classify_culprit
 from .fold import ProbeFolds, ProbeSnapshot
-from .histogram import (
-    RUNQ_BOUNDS_S,
-    RUNQ_SLOTS,
-    cumulative_buckets,
-    estimate_quantile,
-    quantile_at_least,
-)
+from .histogram import RUNQ_BOUNDS_S, RUNQ_SLOTS, cumulative_buckets, estimate_quantile
 from .loader import SchedProbe
 from .model import BlameCell, ProbeDelta, ProbeTotals, ProgramStats, RunqDelta, RunqHistogram
 from .status import REASONS, ProbeStatus
@@ -51,6 +45,5 @@ __all__ = [
     "cumulative_buckets",
     "estimate_quantile",
     "open_probe",
-    "quantile_at_least",
     "unknown_blame_ratio",
 ]

@@ -7,8 +7,8 @@ finite bound). The loader passes these bounds to the C code as ``-D`` cflags in
 nanoseconds, so the kernel and Python cannot disagree.
 
 The decision thresholds of the findings (20 ms and 200 ms) are exact bounds, so
-"p99 >= 20 ms" is decided from bucket counts, the same way in Python as in PromQL's
-``histogram_quantile``.
+"p99 >= 20 ms" is decided from bucket counts, never interpolated: the evaluator
+(``findings.signals``) and the rules make the same rank test on them.
 """
 
 from __future__ import annotations
@@ -98,31 +98,6 @@ def count_le(
     except ValueError:
         raise ValueError(f"{bound_s!r} is not a bucket bound") from None
     return sum(counts[: idx + 1])
-
-
-def quantile_at_least(
-    counts: Sequence[int], q: float, bound_s: float, bounds_s: Sequence[float] = RUNQ_BOUNDS_S
-) -> bool:
-    """Is the ``q``-quantile >= ``bound_s``? Exactly as ``histogram_quantile`` decides it.
-
-    ``histogram_quantile`` finds the first bucket whose cumulative count reaches the
-    rank ``q * total`` and interpolates inside it. So the estimate is >= the bound when
-    the rank lies beyond the bound's bucket, or exactly at its top with the bucket
-    below not reaching it (an empty stretch of buckets below the rank would otherwise
-    pull the estimate down). False when there are no events.
-    """
-    if not 0.0 < q < 1.0:
-        raise ValueError("q must be in (0, 1)")
-    total = sum(counts)
-    if total == 0:
-        return False
-    rank = q * total
-    at_bound = count_le(counts, bound_s, bounds_s)
-    if at_bound < rank:
-        return True
-    idx = list(bounds_s).index(bound_s)
-    below = sum(counts[:idx])
-    return at_bound == rank and below < rank
 
 
 def estimate_quantile(

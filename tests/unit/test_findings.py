@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 import threading
 from collections import deque
@@ -26,12 +27,16 @@ from exporter.findings import (
     memory_overages,
 )
 from exporter.findings.model import Kind, Severity
+from exporter.findings.signals import runq_minute
 from exporter.findings.thresholds import RUNQ_BOUNDS_S, Thresholds
 from exporter.identity import Identity
+from exporter.probe.histogram import count_le
 from exporter.window import ContainerWindow, MinuteFold, NodeFold, Window
 from tests.support.corpus import load_corpus
 from tests.support.promtool_tests import alert_labels
 from tests.support.stand_ins import FakeProbe, pass_findings
+
+from .test_probe_histogram import as_prom, prom_bucket_quantile
 
 ROOT = Path(__file__).resolve().parents[2]
 T = 5940.0  # at 99m: minutes 94..98 are the window, 97 and 98 the sustain minutes
@@ -228,6 +233,60 @@ def test_runq_evidence_reports_p99(th: Thresholds) -> None:
     assert f.evidence["runq_events"] == [100, 100]
     p99 = f.evidence["runq_p99_seconds"][-1]
     assert 0.02 < p99 <= 0.05
+
+
+def _p99_at_least(counts: list[int], bound_s: float, th: Thresholds) -> bool:
+    runq = runq_minute(fold(98, runq_buckets=counts), th)
+    assert runq is not None
+    return runq.p99_at_least(bound_s)
+
+
+OVERFLOW = -1  # the bucket above the largest bound
+
+
+def _counts(at: dict[int, int]) -> list[int]:
+    """One minute's bucket counts: ``at`` maps a slot (or ``OVERFLOW``) to its count."""
+    counts = [0] * (len(RUNQ_BOUNDS_S) + 1)
+    for slot, n in at.items():
+        counts[slot] = n
+    return counts
+
+
+def test_p99_is_decided_by_the_rules_rank_test(th: Thresholds) -> None:
+    """rate(le=bound) / rate(le="+Inf") <= 0.99, as rules.terms writes runq_slow."""
+    i20 = RUNQ_BOUNDS_S.index(0.02)
+    assert not _p99_at_least(_counts({}), 0.02, th)  # no events: no verdict
+    assert _p99_at_least(_counts({0: 98, i20 + 1: 2}), 0.02, th)  # 2 % above 20 ms
+    assert not _p99_at_least(_counts({0: 990, i20 + 1: 9}), 0.02, th)  # 0.9 % above
+    assert _p99_at_least(_counts({OVERFLOW: 1}), 0.2, th)  # above every bound
+
+
+def test_p99_at_exactly_99_percent_follows_the_rules_not_histogram_quantile(
+    th: Thresholds,
+) -> None:
+    # 99 waits under 5 ms, one over 1 s: histogram_quantile interpolates the p99 to
+    # 5 ms (rank 99 is reached in the first bucket), but the rules' rank test counts
+    # the minute as slow, and so does the evaluator (docs/findings.md).
+    counts = _counts({0: 99, OVERFLOW: 1})
+    assert prom_bucket_quantile(0.99, as_prom(counts)) == pytest.approx(RUNQ_BOUNDS_S[0])
+    assert _p99_at_least(counts, 0.02, th)
+    # At exactly 99 % the division's rounding decides, as in PromQL: 693 / 700 over
+    # 60 s is 0.9900000000000001.
+    assert not _p99_at_least(_counts({0: 693, OVERFLOW: 7}), 0.02, th)
+
+
+def test_p99_agrees_with_histogram_quantile_but_at_exactly_99_percent(th: Thresholds) -> None:
+    rng = random.Random(7)
+    for _ in range(3000):
+        counts = [rng.choice([0, 0, 0, 1, 2, 5, 50]) for _ in range(len(RUNQ_BOUNDS_S) + 1)]
+        total = sum(counts)
+        if total == 0:
+            continue
+        prom = prom_bucket_quantile(0.99, as_prom(counts))
+        for bound in (th.runq_bound_s, th.critical_runq_bound_s):
+            if count_le(counts, bound) * 100 == total * 99:
+                continue  # the edge above
+            assert _p99_at_least(counts, bound, th) == (prom >= bound), (counts, bound)
 
 
 # -- the whole corpus through the model -------------------------------------------------

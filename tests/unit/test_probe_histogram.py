@@ -17,7 +17,6 @@ from exporter.probe.histogram import (
     count_le,
     estimate_quantile,
     le_label,
-    quantile_at_least,
     slot_for,
 )
 
@@ -149,30 +148,7 @@ def test_count_le_needs_a_real_bound() -> None:
         count_le(counts, 0.03)
 
 
-def test_quantile_at_least_simple_cases() -> None:
-    i20 = RUNQ_BOUNDS_S.index(0.02)
-    counts = [0] * RUNQ_SLOTS
-    assert not quantile_at_least(counts, 0.99, 0.02)  # no events: no verdict
-    counts[0] = 98
-    counts[i20 + 1] = 2  # 2 % of waits above 20 ms
-    assert quantile_at_least(counts, 0.99, 0.02)
-    counts[0] = 198  # 1 % above 20 ms: rank 198 falls at the top of the first bucket
-    assert not quantile_at_least(counts, 0.99, 0.02)
-    counts = [0] * RUNQ_SLOTS
-    counts[-1] = 1  # one overflow wait: every quantile is >= the largest bound
-    assert quantile_at_least(counts, 0.5, 0.2)
-
-
-def test_quantile_at_least_empty_stretch_below_the_rank() -> None:
-    # 99 waits in the first bucket, one in the overflow; rank 99 is reached at the first
-    # bound (5 ms), so PromQL says p99 = 5 ms even though cumulative(0.02) == rank.
-    counts = [0] * RUNQ_SLOTS
-    counts[0], counts[-1] = 99, 1
-    assert prom_bucket_quantile(0.99, as_prom(counts)) == pytest.approx(RUNQ_BOUNDS_S[0])
-    assert not quantile_at_least(counts, 0.99, 0.02)
-
-
-def test_quantile_decisions_agree_with_promql() -> None:
+def test_estimate_quantile_agrees_with_promql() -> None:
     rng = random.Random(7)
     for _ in range(3000):
         counts = [rng.choice([0, 0, 0, 1, 2, 5, 50]) for _ in range(RUNQ_SLOTS)]
@@ -180,10 +156,7 @@ def test_quantile_decisions_agree_with_promql() -> None:
             continue
         q = rng.choice([0.5, 0.9, 0.95, 0.99])
         prom = prom_bucket_quantile(q, as_prom(counts))
-        est = estimate_quantile(counts, q)
-        assert est == pytest.approx(prom, rel=1e-9, abs=1e-12)
-        for bound in (0.02, 0.2):
-            assert quantile_at_least(counts, q, bound) == (prom >= bound), (counts, q, bound)
+        assert estimate_quantile(counts, q) == pytest.approx(prom, rel=1e-9, abs=1e-12)
 
 
 def test_estimate_quantile_none_without_events() -> None:
