@@ -67,7 +67,7 @@ RUNNABLE_THREADS = Family(
     "not per second. Bounds 1, 2, 3, 4, 6, 8, 12, 16, 24, 32 threads; N busy threads "
     "observe N ([probe.md](probe.md#burst-demand))",
 )
-BLAME_SHARE = Family(
+BLAME_RATIO = Family(
     "contention_blame_ratio",
     GAUGE,
     RATIO,
@@ -85,7 +85,7 @@ BLAME_SHARE = Family(
     top_k=True,
     labels_doc=CULPRIT_LABELS_DOC,
 )
-WORKLOAD_BLAME_SHARE = Family(
+WORKLOAD_BLAME_RATIO = Family(
     "contention_workload_blame_ratio",
     GAUGE,
     RATIO,
@@ -221,8 +221,8 @@ PROBE_PROGRAM_RUNS = Family(
 FAMILIES = (
     RUNQUEUE_LATENCY_SECONDS,
     RUNNABLE_THREADS,
-    BLAME_SHARE,
-    WORKLOAD_BLAME_SHARE,
+    BLAME_RATIO,
+    WORKLOAD_BLAME_RATIO,
     ANTAGONIST_WAIT_SECONDS,
     PROBE_LOADED,
     PROBE_UNKNOWN_BLAME_RATIO,

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..agent import AgentConfig
 from ..catalog import OPTIONAL_COLLECTORS
-from ..catalog.probe import ANTAGONIST_WAIT_SECONDS, BLAME_SHARE, WORKLOAD_BLAME_SHARE
+from ..catalog.probe import ANTAGONIST_WAIT_SECONDS, BLAME_RATIO, WORKLOAD_BLAME_RATIO
 from ..exposition.published import RENDER_MODES
 from ..findings.thresholds import Thresholds, ThresholdsError, load_thresholds
 from ..kube import NODE_NAME_ENV, KubeConfig
@@ -217,7 +217,7 @@ def _add_probe_arguments(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_TOP_K,
         metavar="K",
         help="culprits exported per victim, and judged by the findings: its K largest, "
-        f"single culprits ({BLAME_SHARE.name}) and workloads ({WORKLOAD_BLAME_SHARE.name}) "
+        f"single culprits ({BLAME_RATIO.name}) and workloads ({WORKLOAD_BLAME_RATIO.name}) "
         "together (default: %(default)s)",
     )
     g.add_argument(

@@ -140,12 +140,12 @@ def _culprit_share(selectors: Selectors, matchers: str) -> str:
     containers together, contention_workload_blame_ratio)."""
     noisy = sel(pq.FINDING, matchers, 'kind="noisy-neighbor"')
     pair = (*IDENTITY_LABELS, *CULPRIT_IDENTITY)
-    blame = sel(pq.BLAME_SHARE, matchers)
+    blame = sel(pq.BLAME_RATIO, matchers)
     container = named(
         f"{noisy} * {selectors.on(*pair)} group_left() max {selectors.by(*pair)} ({blame})"
     )
     workload = (*IDENTITY_LABELS, *WORKLOAD_CULPRIT_LABELS)
-    workload_blame = sel(pq.WORKLOAD_BLAME_SHARE, matchers)
+    workload_blame = sel(pq.WORKLOAD_BLAME_RATIO, matchers)
     by_workload = f"max {selectors.by(*workload)} ({workload_blame})"
     workload_share = named(f"{noisy} * {selectors.on(*workload)} group_left() {by_workload}")
     return f"{container}\n  or\n  {workload_share}"

@@ -76,8 +76,8 @@ def build_probe_families(
 
     hist = new_histogram(P.RUNQUEUE_LATENCY_SECONDS)
     threads = new_histogram(P.RUNNABLE_THREADS)
-    share = new(P.BLAME_SHARE, top_k=top_k)
-    workload = new(P.WORKLOAD_BLAME_SHARE, top_k=top_k)
+    share = new(P.BLAME_RATIO, top_k=top_k)
+    workload = new(P.WORKLOAD_BLAME_RATIO, top_k=top_k)
     windows: list[Mapping[CulpritKey, float]] = []
     by_victim: dict[int, Mapping[CulpritKey, float]] = {}
     seen: set[tuple[tuple[str, str], ...]] = set()

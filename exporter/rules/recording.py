@@ -264,7 +264,7 @@ def cpu_decision_rules(terms: RuleTerms) -> list[Rule]:
         _record(R_ENTITLED.format(w=w), entitled),
         _record(
             R_BLAME_CULPRIT,
-            f"({terms.select(pq.BLAME_SHARE, nameable)} >= {num(th.blame_share)})\n"
+            f"({terms.select(pq.BLAME_RATIO, nameable)} >= {num(th.blame_share)})\n"
             # never the victim itself: drop rows whose culprit is their own cgroup
             f"unless {terms.on(*IDENTITY_LABELS, *CULPRIT_IDENTITY)}\n"
             f"{with_culprit_labels(terms.select(pq.USAGE))}\n"
@@ -273,7 +273,7 @@ def cpu_decision_rules(terms: RuleTerms) -> list[Rule]:
         ),
         _record(
             R_UNATTRIBUTED,
-            f"sum {terms.by(*IDENTITY_LABELS)} (\n  {terms.select(pq.BLAME_SHARE, unknown)}\n)"
+            f"sum {terms.by(*IDENTITY_LABELS)} (\n  {terms.select(pq.BLAME_RATIO, unknown)}\n)"
             f" >= {num(th.blame_share)}",
         ),
     ]
@@ -311,7 +311,7 @@ def workload_culprit_rules(terms: RuleTerms) -> list[Rule]:
         ),
         _record(
             R_WORKLOAD_CULPRIT,
-            f"({terms.select(pq.WORKLOAD_BLAME_SHARE)} >= {num(terms.th.blame_share)})\n"
+            f"({terms.select(pq.WORKLOAD_BLAME_RATIO)} >= {num(terms.th.blame_share)})\n"
             f"unless {wl_on} {R_WL_ENTITLED.format(w=w)}",
         ),
     ]

@@ -78,11 +78,11 @@ R_CPU_BOTH = "cgroup:contention_cpu_stall_both_signals:rate1m"
 # inside it at every earlier minute boundary of the sustain too (docs/findings.md).
 R_WITHIN_REQ = f"cgroup:{_USAGE_RATIO}:within_request_rate{{w}}"
 R_ENTITLED = f"cgroup:{_USAGE_RATIO}:entitled_rate{{w}}"
-R_BLAME_CULPRIT = f"cgroup:{pq.BLAME_SHARE}:culprit"
+R_BLAME_CULPRIT = f"cgroup:{pq.BLAME_RATIO}:culprit"
 # The victim's wait the probe could not attribute (its culprit_kind="unknown" shares,
 # summed), where at least blameShare: attribution broken or partial (docs/findings.md).
-R_UNATTRIBUTED = f"cgroup:{pq.BLAME_SHARE}:unattributed"
-R_WORKLOAD_CULPRIT = f"cgroup:{pq.WORKLOAD_BLAME_SHARE}:culprit"
+R_UNATTRIBUTED = f"cgroup:{pq.BLAME_RATIO}:unattributed"
+R_WORKLOAD_CULPRIT = f"cgroup:{pq.WORKLOAD_BLAME_RATIO}:culprit"
 # A workload's running containers: summed usage and summed requests (docs/findings.md).
 R_WL_USAGE = f"workload:{_USAGE_RATIO}:sum_ratio_rate{{w}}"
 R_WL_REQUEST = f"workload:{pq.CPU_REQUEST}:sum"

@@ -33,8 +33,8 @@ def culprit_shares(context: Context) -> timeseries.Panel:
         "when no single container passes but they do together.",
         "percentunit",
         [
-            victim_query(sel(pq.BLAME_SHARE, container), CULPRIT),
-            victim_query(sel(pq.WORKLOAD_BLAME_SHARE, container), CULPRIT, ref="B"),
+            victim_query(sel(pq.BLAME_RATIO, container), CULPRIT),
+            victim_query(sel(pq.WORKLOAD_BLAME_RATIO, container), CULPRIT, ref="B"),
         ],
         lines=[(th.blame_share, RED)],
         max_val=1,
@@ -44,7 +44,7 @@ def culprit_shares(context: Context) -> timeseries.Panel:
 
 def _edges(container: str) -> str:
     """The node graph's edges: one row per victim and culprit, its share in percent."""
-    edges = named_culprit(named(sel(pq.BLAME_SHARE, container)))
+    edges = named_culprit(named(sel(pq.BLAME_RATIO, container)))
     edges = f'label_replace({edges}, "source", "$1", "victim", "(.*)")'
     edges = f'label_join({edges}, "id", " -> ", "source", "target")'
     edges = f'label_replace({edges}, "detail__culprit_kind", "$1", "culprit_kind", "(.*)")'
