@@ -21,8 +21,9 @@ import statistics
 import sys
 import time
 
+from exporter.kube.index import PodIndex
 from exporter.kube.pods import PodMeta
-from exporter.kube.resolver import PodIndex, split_lines
+from exporter.kube.watch import split_lines
 
 
 def _pod(i: int, restart: int = 0) -> PodMeta:

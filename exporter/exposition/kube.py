@@ -11,7 +11,8 @@ from __future__ import annotations
 from prometheus_client.core import Metric
 
 from ..catalog import own as O
-from ..kube.resolver import KubeIdentityResolver, WatchState
+from ..kube.resolver import KubeIdentityResolver
+from ..kube.watch import WatchState
 from .inputs import Context
 from .series import new, one
 

@@ -5,6 +5,10 @@ not import ``kubernetes``; only :func:`build_resolver` does, and only when the
 :class:`KubeConfig` enables it, so host mode never needs the client::
 
     resolver = kube.build_resolver(KubeConfig(enabled=True, node_name="n1"))  # started
+
+``pods`` reads a pod object, ``index`` holds this node's pods, ``watch`` keeps the
+index current from the API (list+watch, on a thread), ``resolver`` names cgroups from
+it.
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from exporter.kube.index import PodIndex
 from exporter.kube.pods import ContainerMeta, PodMeta, PodParseError, parse_pod
-from exporter.kube.resolver import PodIndex
 from tests.support.parser_fuzz import Note, kinds_line, no_note, value_key
 
 NODE = "node-1"

@@ -43,7 +43,7 @@ from exporter.cgroupfs.mode import CgroupMode
 from exporter.exposition.inputs import Sources
 from exporter.exposition.registry import REGISTRY
 from exporter.identity import IDENTITY_LABELS
-from exporter.kube.resolver import KubeStatus, WatchState
+from exporter.kube.watch import KubeStatus, WatchState
 from exporter.probe import DEFAULT_TOP_K, ProbeTotals
 from exporter.probe.select import LOADER_NAMES
 from exporter.sampler.loop import SKIP_REASONS

@@ -5,8 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from exporter.kube.index import PodIndex
 from exporter.kube.pods import PodMeta
-from exporter.kube.resolver import PodIndex, split_lines
+from exporter.kube.watch import split_lines
 
 
 def meta(uid: str, *cids: str, config_hash: str = "") -> PodMeta:

@@ -21,7 +21,8 @@ from exporter.cgroupfs.discovery import CgroupKind, CgroupRef, classify, walk  #
 from exporter.exposition.kube import metric_families  # noqa: E402
 from exporter.identity import Identity  # noqa: E402
 from exporter.kube import make_api_factory  # noqa: E402
-from exporter.kube.resolver import KubeIdentityResolver, WatchState  # noqa: E402
+from exporter.kube.resolver import KubeIdentityResolver  # noqa: E402
+from exporter.kube.watch import WatchState  # noqa: E402
 from tests.support.kube_emulator import (  # noqa: E402
     Emulator,
     cid,
