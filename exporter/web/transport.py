@@ -42,8 +42,9 @@ from urllib.parse import unquote_to_bytes
 import h11
 
 from .auth import Authenticator
-from .config import WebConfig, WebConfigSource, san_allowed
+from .config import WebConfig, WebConfigSource
 from .listen import DEFAULT_BACKLOG
+from .tls import san_allowed
 
 log = logging.getLogger(__name__)
 
