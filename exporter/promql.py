@@ -55,9 +55,6 @@ CPU_ENTITLEMENT = C.CPU_ENTITLEMENT_CORES.name
 MEM_ENTITLEMENT = C.MEMORY_ENTITLEMENT_BYTES.name
 BLAME_RATIO = P.BLAME_RATIO.name
 WORKLOAD_BLAME_RATIO = P.WORKLOAD_BLAME_RATIO.name
-# The name before the _share -> _ratio rename, still read by tests/e2e/test_labs_e2e.py
-# (edited elsewhere); goes when that test reads BLAME_RATIO.
-BLAME_SHARE = BLAME_RATIO
 CGROUP_INFO = C.CGROUP_INFO.name  # carries `workload` (what owns the container)
 ANTAGONIST_WAIT = P.ANTAGONIST_WAIT_SECONDS.name
 FINDING = F.FINDING.name

@@ -273,7 +273,7 @@ def _prom_numbers(e2e: E2E, run: LabRun) -> dict[str, Any]:
             (container_of(r["metric"], "culprit_") or r["metric"].get("culprit", "?")): round(
                 float(r["value"][1]), 3
             )
-            for r in e2e.chain.query(f"max_over_time({pq.BLAME_SHARE}{{{sel}}}[30s])")
+            for r in e2e.chain.query(f"max_over_time({pq.BLAME_RATIO}{{{sel}}}[30s])")
         }
         out[b.role] = vals
     return out
