@@ -24,7 +24,13 @@ from ..selftest.hosting import EXIT_EXPORTER, EXIT_INTERRUPTED, EXIT_USAGE, Cann
 from ..selftest.load import LoadError
 from ..selftest.report import Report, summary
 from ..selftest.run import DEFAULT_SECONDS, Options, Selftest, run_with
-from .common import add_node_arguments, agent_config, positive_float, thresholds_or_exit
+from .common import (
+    DEFAULT_PORT,
+    add_node_arguments,
+    agent_config,
+    positive_float,
+    thresholds_or_exit,
+)
 from .logs import setup_logging
 
 DESCRIPTION = (
@@ -55,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         dest="selftest_url",
         default=None,
         metavar="URL",
-        help="ask the exporter at URL (http://NODE:9560) to run the self-test itself, "
+        help=f"ask the exporter at URL (http://NODE:{DEFAULT_PORT}) to run the self-test itself, "
         "under its own sampler, probe and privileges, instead of a copy in this process",
     )
     g.add_argument(
