@@ -27,6 +27,10 @@ as a pod's); the guest scrapes it there through ``nsenter --net``.
   so the probe must NOT load, the reason saying so; the same profile with ``bpf``
   allowed to a holder of CAP_BPF (a model of the rule containerd >= 1.7 and Docker >=
   23.0 ship, not their file) must load it. docs/kubernetes.md has the table.
+* ``helm test``'s path: the chart rendered with ``selftest.enabled=true``, its exporter
+  asked to run the self-test (``POST /selftest``) by the ``selftest`` command from the
+  pod's network: it must pass, leaving no cgroup behind (docs/troubleshooting.md, "The
+  self-test").
 
 Where the image could not be built the tests skip with the reason (under CI they fail).
 """
@@ -50,7 +54,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from labs import LabCgroup, spawn_periodic
+from exporter.selftest.report import Report, summary
+from labs import LabCgroup, LabLayout, spawn_periodic
 
 pytestmark = pytest.mark.vm
 
@@ -125,7 +130,10 @@ def _untar(tar: Path, into: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def image() -> Iterator[Image]:
+def image(v2_layout: LabLayout) -> Iterator[Image]:
+    """The image, unpacked; after ``v2_layout``'s clean-up of stale lab cgroups, which
+    would otherwise take a running container's ``contention-test-runc-*`` cgroup (it has
+    no owner record) for a crashed run's and empty it."""
     env = _image_env()
     reason = env.get("CONTENTION_VM_IMAGE_ERROR", "")
     directory = env.get("CONTENTION_VM_IMAGE", "")
@@ -209,12 +217,17 @@ def _runc_state(name: str) -> dict[str, Any] | None:
 
 @contextlib.contextmanager
 def run_image(
-    img: Image, name: str, caps: list[str], seccomp: Path | None = None
+    img: Image,
+    name: str,
+    caps: list[str],
+    seccomp: Path | None = None,
+    daemonset: dict[str, Any] | None = None,
 ) -> Iterator[Container]:
-    """The image under the DaemonSet's security context, with ``caps`` as its
+    """The image under the DaemonSet's security context (``daemonset``: another
+    rendering of the chart than deploy/daemonset.yaml), with ``caps`` as its
     ``capabilities.add`` (the manifest's list, or one less), and the seccomp profile
     ``seccomp`` (Docker/containers format) or none."""
-    ds = _daemonset()
+    ds = daemonset if daemonset is not None else _daemonset()
     _exporter(ds)["securityContext"]["capabilities"]["add"] = caps
     bundle = img.work / f"bundle-{name}"
     bundle.mkdir()
@@ -509,3 +522,86 @@ def test_the_probe_under_a_runtime_default_seccomp_profile(
     else:
         assert loaded[0] == 1.0 and loaded[1].get("loader") == "core", (loaded, run["log"])
         assert kernel[0] == "loaded", kernel
+
+
+CHART = ROOT / "deploy" / "helm" / "contention-exporter"
+
+
+def _rendered_with_selftest() -> dict[str, Any]:
+    """The chart's DaemonSet with ``selftest.enabled=true`` (``helm template``, the venv's
+    pinned helm): what ``helm test`` needs on the node."""
+    helm = Path(sys.executable).parent / "helm"
+    if not helm.exists():
+        pytest.fail("helm is not installed in the venv (scripts/setup-kube-tools.sh)")
+    out = subprocess.run(
+        [str(helm), "template", "contention-exporter", str(CHART), "--namespace",
+         "contention-exporter", "--set", "selftest.enabled=true",
+         "--show-only", "templates/daemonset.yaml"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    (ds,) = [d for d in yaml.safe_load_all(out.stdout) if d and d.get("kind") == "DaemonSet"]
+    assert isinstance(ds, dict)
+    return ds
+
+
+def _leftovers(cgroup: str) -> list[str]:
+    """The self-test's cgroups still below the container's cgroup (should be none)."""
+    base = Path("/sys/fs/cgroup") / cgroup
+    return sorted(str(p) for p in base.rglob("contention-selftest-*") if p.is_dir())
+
+
+@pytest.mark.timeout(600)
+def test_selftest_in_the_daemonsets_container(image: Image) -> None:
+    """``helm test``'s path on a pure cgroup v2 node: the chart rendered with
+    ``selftest.enabled=true`` (``--selftest.enabled``, the cgroup tree mounted
+    read-write, nothing else changed), the image under that DaemonSet's privileges in
+    its own cgroup namespace, and ``contention-exporter selftest --selftest.url`` asking
+    it from the pod's network, as the chart's test pod does: the exporter runs the
+    self-test under its own sampler, probe and capabilities and must pass (probe
+    loaded, noisy-neighbor naming the bully, blame within 10 points of the kernel's
+    accounting, within 4 minutes), leaving no cgroup behind."""
+    ds = _rendered_with_selftest()
+    container = _exporter(ds)
+    default = _exporter(_daemonset())
+    assert [a for a in container["args"] if a != "--selftest.enabled"] == default["args"]
+    assert "--selftest.enabled" in container["args"], container["args"]
+    rw = [m for m in container["volumeMounts"] if m.get("readOnly") is False]
+    assert [m["mountPath"] for m in rw] == ["/host/sys/fs/cgroup"], rw
+    with run_image(image, "selftest", GRANTED, daemonset=ds) as c:
+        await_metrics(c, lambda s: probe_loaded(s) is not None)
+        t0 = time.monotonic()
+        ask = subprocess.run(
+            ["nsenter", f"--net=/proc/{c.pid}/ns/net", sys.executable, "-m", "exporter",
+             "selftest", "--selftest.url", f"http://{LISTEN}", "--json"],
+            capture_output=True, text=True, timeout=400,
+        )  # fmt: skip
+        asked_s = time.monotonic() - t0
+        left = _leftovers("contention-test-runc-selftest")
+        log = c.log_tail(40)
+    assert ask.stdout, f"no report (exit {ask.returncode}): {ask.stderr[-2000:]}\n{log}"
+    report: dict[str, Any] = json.loads(ask.stdout)
+    keys = (
+        "passed", "mode", "probe_loaded", "probe", "blame_share", "truth_share",
+        "time_to_first_finding_s", "probe_ns_per_switch", "bpf_stats", "duration_s",
+        "placement", "checks", "problems",
+    )  # fmt: skip
+    _record(
+        image,
+        "selftest",
+        {
+            "exit_code": ask.returncode,
+            "seconds": round(asked_s, 1),
+            "left_behind": left,
+            **{k: report.get(k) for k in keys},
+        },
+    )
+    print(summary(Report.from_dict(report)))  # the one-screen summary helm test's log shows
+    checks = {x["name"]: x for x in report["checks"]}
+    assert report["mode"] == "exporter", report["mode"]  # the DaemonSet's exporter ran it
+    assert report["probe_loaded"], report.get("probe")
+    assert checks["noisy-neighbor"]["ok"], checks["noisy-neighbor"]
+    assert abs(report["blame_share"] - report["truth_share"]) <= 0.10, report
+    assert report["left_behind"] == [] and left == [], (report["left_behind"], left)
+    assert report["passed"] and ask.returncode == 0, (ask.returncode, report)
+    assert report["duration_s"] <= 240, report["duration_s"]
