@@ -23,7 +23,12 @@ A scenario (YAML)::
                                      # through minute 6, its series go stale at 7m and
                                      # its name stays known (a departed culprit); no
                                      # victim may blame it from minute 7 on
-        workload: Deployment/batch   # what owns it (contention_cgroup_info's workload)
+        workload: Deployment/batch   # what owns it (contention_cgroup_info's workload);
+                                     # once gone, the evaluator keeps its minutes
+                                     # (Window.departed) through minute 5 (with end: 7):
+                                     # its last sample, at 6m, holds its use through
+                                     # minute 5, so both sides measure it over the same
+                                     # minutes (minute 6's use is in no scraped sample)
         series:                      # per-minute values (see below)
           cpu_usage_s: 30
           cpu_some_s: {0: 0, 4: 15}
@@ -201,6 +206,11 @@ class Scenario:
                 w.others[mem.cgroup_id] = mem.identity  # gone: named while blamed
                 if mem.identity.workload:  # found gone by the pass at its end
                     cw.gone_at = float(mem.end * 60)
+                    # what Prometheus scraped of it: its series' last sample (end - 1)
+                    # holds its use through minute end - 2; the pass that found it gone
+                    # folded nothing more (module docstring)
+                    last = (mem.end - 1) * 60
+                    cw.folds = deque(f for f in cw.folds if f.minute < last)
                     w.departed[mem.cgroup_id] = cw
                 continue
             w.containers[mem.cgroup_id] = cw
