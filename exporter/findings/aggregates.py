@@ -272,6 +272,61 @@ def workload_use(
 
 
 @dataclass(frozen=True, slots=True)
+class MemberUse:
+    """A workload's members one by one over the window, gone ones included: what sizes
+    its requests when none of its running containers has a measured use yet (a replica
+    younger than two sampler passes; docs/findings.md#workload-culprits)."""
+
+    running: int  # its containers tracked now, measured or not
+    uses: tuple[float, ...]  # each member's own use, running or gone, where measured
+    requests: tuple[float, ...] = ()  # the requests of those of them with one
+
+    @property
+    def mean(self) -> float | None:
+        """The average of the members' uses, as ``sum(...) / count(...)`` (not PromQL's
+        ``avg``, whose running mean can differ in the last bit); None: none measured."""
+        return sum(self.uses) / len(self.uses) if self.uses else None
+
+    @property
+    def mean_request(self) -> float | None:
+        """Their requests over the same count (a member without one adds none); None:
+        none of them has one."""
+        return sum(self.requests) / len(self.uses) if self.requests else None
+
+    def within(self) -> bool:
+        """They used no more than they request, on average (as ``WorkloadUse.entitled``):
+        requests sized at their use would be no higher than theirs."""
+        u, r = self.mean, self.mean_request
+        return u is not None and r is not None and r > 0 and u <= r
+
+
+def member_uses(
+    window: Window, namespace: str, workload: str, clock: Clock, th: Thresholds
+) -> MemberUse:
+    """How many of the workload's containers run now, and each member's use over the
+    part of the window it was watched (:func:`cpu_usage_cores`), the gone members the
+    window still reaches (``Window.departed``) included, and the requests of those
+    measured: per series in the rules, ``rate(usage[w]) / rate(sampled[w])``, which a
+    gone series keeps while the window holds two of its samples."""
+    running = 0
+    uses: list[float] = []
+    requests: list[float] = []
+    for cw in (*window.containers.values(), *window.departed.values()):
+        i = cw.identity
+        if i.workload != workload or i.namespace != namespace:
+            continue
+        if cw.gone_at is None:
+            running += 1
+        u = cpu_usage_cores(folds_in(cw, clock.window), th)
+        if u is None:
+            continue
+        uses.append(u)
+        if i.cpu_request_cores is not None:
+            requests.append(i.cpu_request_cores)
+    return MemberUse(running, tuple(uses), tuple(requests))
+
+
+@dataclass(frozen=True, slots=True)
 class Overage:
     cgroup_id: int
     identity: Identity

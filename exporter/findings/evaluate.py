@@ -273,7 +273,10 @@ def _cpu_stall_findings(
         )
         out.append(noisy(culprit, suggest.cpu_request(b.ref, ccw, usage, request, clock, th)))
     if not out:  # no container alone: the containers of one workload together?
-        out = [noisy(c, suggest.workload_request(c, th)) for c in _workload_culprits(ctx, top)]
+        out = [
+            noisy(c, suggest.workload_request(c, window, clock, th))
+            for c in _workload_culprits(ctx, top)
+        ]
     if out:
         return out
     # Attribution broken or partial: the culprit test could not see who ran.

@@ -93,6 +93,18 @@ TEXT_WORKLOAD_CULPRIT = (
     "of the two to another node.",
 )
 
+# ... when none of its running containers has a measured use yet (a replica younger
+# than two sampler passes, as in a crash-looping Deployment): sized from the use each of
+# its containers was measured at over the window, gone ones included ({each}, rounded up
+# like every value), for as many as run now ({running}, at least one); {value} is
+# ceil(running x average use), not running x {each}.
+TEXT_WORKLOAD_MEASURED = (
+    "Give the containers of {culprit} CPU requests that add up to at least {value}m, "
+    "{each}m each for {running} running at once: the average use of each of its "
+    "containers over the last {w}m, gone ones included (none of those running now has a "
+    "measured use yet); or lower their usage; or move one of the two to another node."
+)
+
 # noisy-neighbor whose culprit is named for an earlier minute boundary of the sustain
 # (docs/findings.md#no-kind-flip-while-a-finding-decays): its use over the window has
 # fallen to its request, so a request "matching its use" would change nothing.
@@ -145,6 +157,10 @@ class Suggestion:
     under_steal: bool = False  # the node's cpu-steal is sustained (TEXT_UNDER_STEAL)
     workload: bool = False  # the culprit is a workload (TEXT_WORKLOAD_CULPRIT)
     slowed: bool = False  # no value: the culprit's use fell to its request (TEXT_SLOWED)
+    # a workload sized from its members' use, gone ones included (TEXT_WORKLOAD_MEASURED):
+    # the millicores of one member's average use, and how many run now (at least one)
+    workload_each: int | None = None
+    workload_running: int = 1
     # cpu-throttled sized from its burst demand (TEXT_BURST): the thread count, and
     # throttledRatioMax in percent
     burst_threads: int | None = None
@@ -161,6 +177,14 @@ class Suggestion:
                 value=self.value,
                 threads=self.burst_threads,
                 max=self.burst_max_pct,
+                w=self.window_minutes,
+            )
+        if self.workload and self.workload_each is not None and self.value is not None:
+            return TEXT_WORKLOAD_MEASURED.format(
+                value=self.value,
+                culprit=self.culprit,
+                each=self.workload_each,
+                running=self.workload_running,
                 w=self.window_minutes,
             )
         if self.workload:

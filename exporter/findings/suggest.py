@@ -14,7 +14,7 @@ from typing import Any
 from ..identity import Identity
 from ..probe.burst import BURST_BOUNDS, peak_threads, share_above, window_burst
 from ..window.model import ContainerWindow, MinuteFold, Window
-from .aggregates import Clock, folds_in, throttle_totals
+from .aggregates import Clock, MemberUse, folds_in, member_uses, throttle_totals
 from .model import Culprit, Kind
 from .remediation import MIB, MILLI, PAGE_BYTES, Suggestion, mebibytes, millicores
 from .signals import at_least
@@ -137,16 +137,17 @@ def cpu_request(
     )
 
 
-def workload_request(c: Culprit, th: Thresholds) -> Suggestion:
+def workload_request(c: Culprit, window: Window, clock: Clock, th: Thresholds) -> Suggestion:
     """noisy-neighbor with a workload culprit: CPU requests adding up to its running
     containers' summed use, ``ceil(sum of their usage over the window * 1000)``, the
     number the workload's culprit test compared with their summed requests
-    (docs/findings.md#workload-culprits)."""
+    (docs/findings.md#workload-culprits). When none of them has a measured use yet,
+    from the use its members were measured at (:func:`workload_request_from_members`)."""
     w = th.window_minutes
     basis = {"cpu_usage_cores": c.cpu_usage_cores, "cpu_request_cores": c.cpu_request_cores}
     if c.cpu_usage_cores is None:
-        why = "none of its running containers has a measured use over the window yet"
-        return _none(Kind.NOISY_NEIGHBOR, w, basis, why, c.ref, workload=True)
+        members = member_uses(window, c.identity.namespace, c.identity.workload, clock, th)
+        return workload_request_from_members(c, members, basis, th)
     r = c.cpu_request_cores
     if r is not None and r > 0 and c.cpu_usage_cores <= r:
         return _none(Kind.NOISY_NEIGHBOR, w, basis, _SLOWED, c.ref, workload=True, slowed=True)
@@ -157,6 +158,48 @@ def workload_request(c: Culprit, th: Thresholds) -> Suggestion:
         culprit=c.ref,
         window_minutes=w,
         workload=True,
+    )
+
+
+def workload_request_from_members(
+    c: Culprit, members: MemberUse, basis: dict[str, Any], th: Thresholds
+) -> Suggestion:
+    """A workload culprit none of whose running containers has a measured use yet (the
+    replica that just started, as in a Deployment crash-looping faster than two sampler
+    passes): requests for as many containers as run now (``n``, at least one) at the
+    average of each member's own use over the window, gone ones included,
+    ``ceil(n * (sum of their uses / their count) * 1000)``. No number with no member
+    measured, nor when the measured ones used no more than they request on average
+    (requests at their use would be no higher than theirs: it would change nothing)."""
+    w = th.window_minutes
+    mean = members.mean
+    basis = dict(
+        basis,
+        member_cpu_usage_cores=mean,
+        member_cpu_request_cores=members.mean_request,
+        measured_containers=len(members.uses),
+        running_containers=members.running,
+    )
+    if mean is None:
+        why = "none of its containers, running or gone, has a measured use over the window yet"
+        return _none(Kind.NOISY_NEIGHBOR, w, basis, why, c.ref, workload=True)
+    if members.within():
+        why = (
+            "none of its running containers has a measured use over the window yet, and "
+            "those measured, gone ones included, used no more than they request on "
+            "average: requests matching their use would change nothing"
+        )
+        return _none(Kind.NOISY_NEIGHBOR, w, basis, why, c.ref, workload=True)
+    n = max(members.running, 1)
+    return Suggestion(
+        Kind.NOISY_NEIGHBOR,
+        millicores(n * mean),
+        basis,
+        culprit=c.ref,
+        window_minutes=w,
+        workload=True,
+        workload_each=millicores(mean),
+        workload_running=n,
     )
 
 

@@ -56,6 +56,7 @@ from .records import (
     R_FIX_MEM_LIMIT,
     R_FIX_MEM_REQUEST,
     R_FIX_NODE_CPU,
+    R_FIX_WL_EACH,
     R_FIX_WL_REQUEST,
     R_LIMIT_HITS_1M,
     R_MEM_CRIT,
@@ -89,7 +90,11 @@ from .records import (
     R_WATCHED,
     R_WITHIN_REQ,
     R_WL_ENTITLED,
+    R_WL_MEMBER_REQUEST,
+    R_WL_MEMBER_USE,
+    R_WL_MEMBERS_WITHIN,
     R_WL_REQUEST,
+    R_WL_RUNNING,
     R_WL_USAGE,
     R_WL_WITHIN,
     R_WORKLOAD_CULPRIT,
@@ -300,8 +305,25 @@ def workload_culprit_rules(terms: RuleTerms) -> list[Rule]:
         return f"(\n  {used}\n  > {asked}\n)\nand\n(\n  {asked}\n  > 0\n)"
 
     wl_on = terms.on(*WORKLOAD_CULPRIT_LABELS)
+    # each member's own use over the window, gone ones included (their owner as it last
+    # was within it), and their requests, over their count: the evaluator's arithmetic
+    member_use = R_USAGE.format(w=w)
+    measured = terms.per_workload(flag(member_use), over=w)
+    asked = f"last_over_time({terms.select(pq.CPU_REQUEST)}[{w}])"
+    member_asked = f"({asked} and {_victim_on(terms)} {member_use})"
+    member_request = R_WL_MEMBER_REQUEST.format(w=w)
     return [
         _record(usage, terms.per_workload(_running_usage(terms))),
+        _record(R_WL_RUNNING, terms.per_workload(flag(terms.select(pq.USAGE)))),
+        _record(
+            R_WL_MEMBER_USE.format(w=w),
+            f"{terms.per_workload(member_use, over=w)}\n/\n{measured}",
+        ),
+        _record(member_request, f"{terms.per_workload(member_asked, over=w)}\n/\n{measured}"),
+        _record(
+            R_WL_MEMBERS_WITHIN.format(w=w),
+            f"({R_WL_MEMBER_USE.format(w=w)} <= {member_request})\nand ({member_request} > 0)",
+        ),
         _record(R_WL_REQUEST, terms.per_workload(requests(_running_usage(terms)))),
         # inside the sum of its running containers' requests: entitled to the CPU
         _record(R_WL_WITHIN.format(w=w), f"({usage} <= {R_WL_REQUEST})\nand ({R_WL_REQUEST} > 0)"),
@@ -363,6 +385,33 @@ def _burst_limit(terms: RuleTerms, cpu_limit: str) -> str:
     )
 
 
+def _workload_request_rules(terms: RuleTerms) -> list[Rule]:
+    """A workload culprit's requests (exporter.findings.suggest.workload_request): its
+    running containers' summed use (while one of them has a measured use, as the
+    evaluator's, and it is above their requests); while none has, as many as run now
+    (at least one) at the average of its members' own use, gone ones included, unless
+    that is within the average of their requests."""
+    w = terms.window
+    slack = num(ROUNDING_SLACK)
+    wl_on = terms.on(*WORKLOAD_CULPRIT_LABELS)
+    wl_usage, each = R_WL_USAGE.format(w=w), R_FIX_WL_EACH.format(w=w)
+    running = f"({R_WL_RUNNING} or {wl_on} {each} * 0 + 1)"
+    return [
+        _record(
+            each,
+            f"ceil({R_WL_MEMBER_USE.format(w=w)} * {MILLI} - {slack})\nunless {wl_on} {wl_usage}"
+            f"\nunless {wl_on} {R_WL_MEMBERS_WITHIN.format(w=w)}",
+        ),
+        _record(
+            R_FIX_WL_REQUEST.format(w=w),
+            f"(\n  ceil({wl_usage} * {MILLI} - {slack})\n"
+            f"  unless {wl_on} {R_WL_WITHIN.format(w=w)}\n)\nor\n(\n"
+            f"  ceil({running} * {R_WL_MEMBER_USE.format(w=w)} * {MILLI} - {slack})\n"
+            f"  and {wl_on} {each}\n)",
+        ),
+    ]
+
+
 def remediation_rules(terms: RuleTerms) -> list[Rule]:
     """The suggested values (docs/findings.md#remediation-with-numbers), in the
     arithmetic order of ``exporter.findings.suggest``."""
@@ -394,13 +443,7 @@ def remediation_rules(terms: RuleTerms) -> list[Rule]:
             f"and present_over_time({terms.select(pq.USAGE)}[1m])\n"
             f"unless {cgroup_on} {R_WITHIN_REQ.format(w=w)}",
         ),
-        # a workload culprit: its running containers' summed use (rows only while one of
-        # them has a measured use, as the evaluator's, and it is above their requests)
-        _record(
-            R_FIX_WL_REQUEST.format(w=w),
-            f"ceil({R_WL_USAGE.format(w=w)} * {MILLI} - {slack})\n"
-            f"unless {terms.on(*WORKLOAD_CULPRIT_LABELS)} {R_WL_WITHIN.format(w=w)}",
-        ),
+        *_workload_request_rules(terms),
         _record(
             R_FIX_NODE_CPU.format(w=w),
             f"ceil(\n  sum {terms.by()} (\n    {unthrottled_wait}\n  )"

@@ -88,6 +88,14 @@ R_WL_USAGE = f"workload:{_USAGE_RATIO}:sum_ratio_rate{{w}}"
 R_WL_REQUEST = f"workload:{pq.CPU_REQUEST}:sum"
 R_WL_WITHIN = f"workload:{_USAGE_RATIO}:sum_within_request_rate{{w}}"
 R_WL_ENTITLED = f"workload:{_USAGE_RATIO}:sum_entitled_rate{{w}}"
+# ... how many of its containers run now, and the average of each member's own use over
+# the window, gone ones included: what sizes its requests while none of its running
+# containers has a measured use yet.
+R_WL_RUNNING = f"workload:{_counter(pq.USAGE)}:count"
+R_WL_MEMBER_USE = f"workload:{_USAGE_RATIO}:avg_ratio_rate{{w}}"
+# ... the measured members' requests over their count, and those inside them
+R_WL_MEMBER_REQUEST = f"workload:{pq.CPU_REQUEST}:avg_measured{{w}}"
+R_WL_MEMBERS_WITHIN = f"workload:{_USAGE_RATIO}:avg_within_request_rate{{w}}"
 R_MEM_PRESSURE = "cgroup:contention_memory_pressure:sustained"
 R_MEM_THRASH = "cgroup:contention_memory_limit_thrash:sustained"
 R_MEM_CRIT = "cgroup:contention_memory_severity_critical:rate1m"
@@ -99,6 +107,8 @@ R_FIX_CPU_LIMIT = "cgroup:contention_cpu_demand_millicores:ceil_rate{w}"
 R_FIX_CPU_LIMIT_BURST = f"cgroup:{pq.RUNNABLE}:limit_increase{{w}}"
 R_FIX_CPU_REQUEST = f"cgroup:{_USAGE}_millicores:ceil_ratio_rate{{w}}"
 R_FIX_WL_REQUEST = f"workload:{_USAGE}_millicores:ceil_sum_ratio_rate{{w}}"
+# ... sized from its members' use (none running measured yet): one member's, rounded up
+R_FIX_WL_EACH = f"workload:{_USAGE}_millicores:ceil_avg_ratio_rate{{w}}"
 R_FIX_NODE_CPU = "node:contention_runqueue_wait_millicores:ceil_increase{w}"
 R_FIX_MEM_LIMIT = f"cgroup:{_WORKING_SET}_refaulted_mebibytes:ceil_increase1m"
 R_FIX_MEM_REQUEST = f"cgroup:{_WORKING_SET}_mebibytes:ceil"

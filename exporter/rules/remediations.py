@@ -12,6 +12,7 @@ from ..findings.remediation import (
     TEXT_WITH_VALUE,
     TEXT_WITHOUT_VALUE,
     TEXT_WORKLOAD_CULPRIT,
+    TEXT_WORKLOAD_MEASURED,
     TEXT_WORKLOAD_SLOWED,
 )
 from ..findings.thresholds import Thresholds
@@ -24,9 +25,11 @@ from .records import (
     R_FIX_MEM_LIMIT,
     R_FIX_MEM_REQUEST,
     R_FIX_NODE_CPU,
+    R_FIX_WL_EACH,
     R_FIX_WL_REQUEST,
     R_STEAL_SUSTAINED,
     R_WITHIN_REQ,
+    R_WL_RUNNING,
     R_WL_WITHIN,
 )
 from .templates import MEM_CULPRIT_T, node_with_t
@@ -96,6 +99,44 @@ def _cpu_limit_t(th: Thresholds) -> str:
     return _remediation_t(th, kind, R_FIX_CPU_LIMIT.format(w=w), "", rendered=(with_value, bursty))
 
 
+def _workload_t(th: Thresholds, record: str, then: str, otherwise: str = "") -> str:
+    """``then`` when the alert's workload culprit has a series of ``record`` (inside
+    it, ``.`` is the query result), else ``otherwise``."""
+    labels = (*th.join_labels, *WORKLOAD_CULPRIT_LABELS)
+    sel = ",".join(f"{lab}=%q" for lab in labels)
+    args = " ".join(f"$labels.{lab}" for lab in labels)
+    tail = f"{{{{ else }}}}{otherwise}" if otherwise else ""
+    return f'{{{{ with printf "{record}{{{sel}}}" {args} | query }}}}{then}{tail}{{{{ end }}}}'
+
+
+def _workload_request_t(th: Thresholds) -> str:
+    """noisy-neighbor naming a workload: requests adding up to its running containers'
+    summed use; while none of them has a measured use, sized from its members' use,
+    gone ones included (``R_FIX_WL_EACH`` has a row only then, and only where that use
+    is above their requests: one member's use; ``R_WL_RUNNING`` how many run now, none
+    counting as one)."""
+    w = f"{th.window_minutes}m"
+    kind = Kind.NOISY_NEIGHBOR
+    measured = TEXT_WORKLOAD_MEASURED.format(
+        value=_workload_t(th, R_FIX_WL_REQUEST.format(w=w), VALUE_T),
+        culprit="{{ $labels.culprit }}",
+        each=VALUE_T,
+        running=_workload_t(th, R_WL_RUNNING, VALUE_T, "1"),
+        w=th.window_minutes,
+    )
+    summed = _remediation_t(
+        th,
+        kind,
+        R_FIX_WL_REQUEST.format(w=w),
+        "culprit_",
+        "{{ $labels.culprit }}",
+        TEXT_WORKLOAD_CULPRIT,
+        tuple((lab, lab) for lab in WORKLOAD_CULPRIT_LABELS),
+        (R_WL_WITHIN.format(w=w), TEXT_WORKLOAD_SLOWED),
+    )
+    return _workload_t(th, R_FIX_WL_EACH.format(w=w), measured, summed)
+
+
 def remediations(th: Thresholds) -> dict[Kind, str]:
     """Each finding's remediation, by kind."""
     w = f"{th.window_minutes}m"
@@ -107,16 +148,7 @@ def remediations(th: Thresholds) -> dict[Kind, str]:
         # a workload culprit's alert carries culprit_workload, a container's never does
         Kind.NOISY_NEIGHBOR: (
             "{{ if $labels.culprit_workload }}"
-            + _remediation_t(
-                th,
-                Kind.NOISY_NEIGHBOR,
-                R_FIX_WL_REQUEST.format(w=w),
-                "culprit_",
-                "{{ $labels.culprit }}",
-                TEXT_WORKLOAD_CULPRIT,
-                tuple((lab, lab) for lab in WORKLOAD_CULPRIT_LABELS),
-                (R_WL_WITHIN.format(w=w), TEXT_WORKLOAD_SLOWED),
-            )
+            + _workload_request_t(th)
             + "{{ else }}"
             + _remediation_t(
                 th,

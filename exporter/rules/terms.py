@@ -114,14 +114,15 @@ class RuleTerms:
         before the boundary still counts (exporter.findings.beyond_request)."""
         return f"{func}({self.select(metric, *matchers)}[1m]{pq.offset(k)})"
 
-    def per_workload(self, expr: str, k: int = 0) -> str:
+    def per_workload(self, expr: str, k: int = 0, over: str = "") -> str:
         """``expr`` (per container) summed per workload, labelled as the workload blame
         series are: ``culprit_namespace`` and ``culprit_workload``; with ``k``, by what
-        owned each container in the minute before ``k`` minutes ago (a member gone since
-        is still named; one ``workload`` per container, should it have changed)."""
+        owned each container in the minute before ``k`` minutes ago, or with ``over``
+        (a range: the window) by what last owned it within that range (a member gone
+        since is still named; one ``workload`` per container, should it have changed)."""
         info = self.select(pq.CGROUP_INFO, 'workload!=""')
-        if k:
-            last = self.in_boundary_minute("last_over_time", pq.CGROUP_INFO, k, 'workload!=""')
+        if k or over:
+            last = f"last_over_time({info}[{over or '1m'}]{pq.offset(k)})"
             info = f"topk {self.by(*IDENTITY_LABELS)} (1, {last})"
         owned = f"{expr}\n  * {self.on(*IDENTITY_LABELS)} group_left(workload)\n  {info}"
         labelled = (

@@ -507,7 +507,8 @@ def test_nothing_is_judged_before_sustain_minutes_of_watching(
 def test_workload_culprit_says_it_is_a_workload_of_n_containers(th: Thresholds) -> None:
     """A Deployment replaced every two minutes: its name, its member count (gone ones
     too), the running replica's use against its request, and requests adding up to that
-    use as the remediation (none while the replica that just started has no use yet)."""
+    use as the remediation (while the replica that just started has no use yet, sized
+    from its gone replicas' use)."""
     from tests.support.corpus import load_scenario
 
     scn = load_scenario(ROOT / "tests/scenarios/080_workload_culprit_replaced.yaml")
@@ -533,5 +534,7 @@ def test_workload_culprit_says_it_is_a_workload_of_n_containers(th: Thresholds) 
         f.remediation_text()
     )
     (young,) = evaluate(scn.window_at(6 * 60, th), th, 6 * 60.0)
-    assert young.suggestion is not None and young.suggestion.value is None
-    assert "has a measured use over the window yet" in (young.suggestion.reason or "")
+    assert young.suggestion is not None and young.suggestion.value == 1500
+    assert young.suggestion.basis["running_containers"] == 1
+    assert young.suggestion.basis["measured_containers"] == 2  # batch1 and batch2, gone
+    assert "1500m each for 1 running at once" in young.suggestion.text

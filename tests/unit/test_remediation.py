@@ -11,7 +11,8 @@ import pytest
 
 from exporter.cgroupfs.discovery import CgroupKind
 from exporter.findings import load_thresholds
-from exporter.findings.aggregates import Clock
+from exporter.findings.aggregates import Clock, member_uses, workload_use
+from exporter.findings.model import CULPRIT_WORKLOAD, Culprit
 from exporter.findings.remediation import Suggestion, mebibytes, millicores
 from exporter.findings.suggest import (
     cpu_limit,
@@ -19,6 +20,7 @@ from exporter.findings.suggest import (
     memory_limit,
     memory_request,
     node_cpu_short,
+    workload_request,
 )
 from exporter.findings.thresholds import Thresholds
 from exporter.identity import Identity
@@ -225,3 +227,159 @@ def test_node_short_under_steal_points_at_the_host_and_keeps_the_number(
     assert s.basis["node_cpu_steal_ratio"] == 0.15
     nodata = node_cpu_short(Window(minutes=5, containers={1: cw("x", minutes())}), clock, th, 0.15)
     assert nodata.value is None and nodata.text.startswith("The hypervisor is taking")
+
+
+def member(
+    name: str,
+    folds: list[MinuteFold],
+    gone_at: float | None = None,
+    workload: str = "Deployment/churn",
+    namespace: str = "lab",
+) -> ContainerWindow:
+    """A workload member (a replica), running or (``gone_at``) departed."""
+    ident = Identity(
+        cgroup=f"/t/{name}",
+        kind=CgroupKind.CONTAINER,
+        namespace=namespace,
+        pod=name,
+        container="job",
+        cpu_request_cores=0.5,
+        workload=workload,
+    )
+    c = ContainerWindow(ident, sum(map(ord, name)) + 100, None, None, deque(folds))
+    c.gone_at = gone_at
+    return c
+
+
+def churn_window(*members: ContainerWindow) -> Window:
+    win = Window(minutes=5)
+    for c in members:
+        (win.departed if c.gone_at is not None else win.containers)[c.cgroup_id] = c
+    return win
+
+
+def churn_request(win: Window, th: Thresholds) -> Suggestion:
+    """The suggestion for lab/Deployment/churn named as a workload culprit, its usage side
+    as the evaluator computes it (its running containers over the window)."""
+    clock = Clock.at(NOW, th)
+    use = workload_use(win, "lab", "Deployment/churn", clock, th)
+    ident = Identity(cgroup="", kind=CgroupKind.OTHER, namespace="lab", workload="Deployment/churn")
+    c = Culprit(
+        CULPRIT_WORKLOAD, "lab/Deployment/churn", 0, ident, 0.6, use.usage_cores, use.request_cores
+    )
+    return workload_request(c, win, clock, th)
+
+
+def one_minute(minute: int, cpu_usage_s: float, seconds: float = 60.0) -> list[MinuteFold]:
+    return [MinuteFold(minute=minute, seconds=seconds, cpu_usage_s=cpu_usage_s)]
+
+
+def test_workload_request_from_its_members_while_the_running_one_is_too_young(
+    th: Thresholds,
+) -> None:
+    """issue 26: a Deployment crash-looping faster than two sampler passes has no running
+    container with a measured use; its requests are sized from the use each member was
+    measured at over the window, gone ones included (docs/findings.md#workload-culprits)."""
+    young = member("churn-3", [])  # started at the last pass: no fold yet
+    win = churn_window(
+        young,
+        member("churn-1", one_minute(360, 56.25), gone_at=430.0),  # 0.9375 cores
+        # watched 30 s of its minute: 0.875 cores over the part it was watched
+        member("churn-2", one_minute(480, 26.25, seconds=30.0), gone_at=515.0),
+        member("churn-0", one_minute(240, 60.0), gone_at=300.0),  # before the window
+        member("other", one_minute(480, 60.0), gone_at=530.0, workload="Deployment/x"),
+        member("elsewhere", one_minute(480, 60.0), gone_at=530.0, namespace="other"),
+    )
+    s = churn_request(win, th)
+    assert s.value == 907  # ceil(1 x (0.9375 + 0.875) / 2 x 1000) = ceil(906.25)
+    assert s.basis == {
+        "cpu_usage_cores": None,
+        "cpu_request_cores": None,
+        "member_cpu_usage_cores": 0.90625,
+        "member_cpu_request_cores": 0.5,
+        "measured_containers": 2,
+        "running_containers": 1,
+    }
+    assert s.reason is None and not s.slowed
+    assert s.text == (
+        "Give the containers of lab/Deployment/churn CPU requests that add up to at least "
+        "907m, 907m each for 1 running at once: the average use of each of its containers "
+        "over the last 5m, gone ones included (none of those running now has a measured "
+        "use yet); or lower their usage; or move one of the two to another node."
+    )
+    json.dumps(s.to_dict())  # the basis is JSON, as /findings serves it
+
+
+def test_workload_request_from_members_is_for_as_many_as_run_now(th: Thresholds) -> None:
+    """n x the average, rounded up once: not n x the rounded average; none running counts
+    as one (the next replica)."""
+    gone = [
+        member("churn-1", one_minute(360, 56.25), gone_at=430.0),
+        member("churn-2", one_minute(480, 52.5), gone_at=550.0),
+    ]
+    two = churn_request(churn_window(member("a", []), member("b", []), *gone), th)
+    assert (two.value, two.basis["running_containers"]) == (1813, 2)  # ceil(1812.5)
+    assert "at least 1813m, 907m each for 2 running at once" in two.text
+    none = churn_request(churn_window(*gone), th)
+    assert (none.value, none.basis["running_containers"]) == (907, 0)
+    assert "at least 907m, 907m each for 1 running at once" in none.text
+    uses = member_uses(churn_window(*gone), "lab", "Deployment/churn", Clock.at(NOW, th), th)
+    assert uses.running == 0 and uses.uses == pytest.approx((0.9375, 0.875))
+
+
+def test_workload_request_keeps_the_running_containers_use_when_one_is_measured(
+    th: Thresholds,
+) -> None:
+    """Today's number while a running member has a measured use (the gone ones' use does
+    not enter it), and none when that use is within their requests (slowed)."""
+    gone = member("churn-1", one_minute(360, 120.0), gone_at=430.0)  # 2 cores
+    win = churn_window(member("churn-2", one_minute(540, 56.25)), member("young", []), gone)
+    s = churn_request(win, th)
+    assert s.value == 938 and "member_cpu_usage_cores" not in s.basis
+    assert "the summed average use of its running containers" in s.text
+    slow = churn_request(churn_window(member("churn-2", one_minute(540, 15.0)), gone), th)
+    assert slow.value is None and slow.slowed
+    assert "have slowed down or stopped" in slow.text and "2000m" not in slow.text
+
+
+def test_workload_request_without_any_measured_member_has_no_number(th: Thresholds) -> None:
+    """No member, running or gone, measured over the window: the sentence without a
+    number, as before; the reason says gone ones were looked at too."""
+    win = churn_window(
+        member("young", []),
+        member("churn-0", one_minute(240, 60.0), gone_at=300.0),  # before the window
+        member("blink", [MinuteFold(minute=480, seconds=0.0)], gone_at=481.0),  # one pass
+    )
+    s = churn_request(win, th)
+    assert s.value is None and s.basis["measured_containers"] == 0
+    assert (
+        s.reason
+        == "none of its containers, running or gone, has a measured use over the window yet"
+    )
+    assert "none of its running containers has a measured use over the window yet" in s.text
+    assert "None" not in s.text
+
+
+def test_workload_request_from_members_within_their_requests_has_no_number(
+    th: Thresholds,
+) -> None:
+    """Requests at the members' average use would be no higher than the average of
+    theirs: it would change nothing, so no number (scenario 081: a young replica of a
+    workload inside its requests)."""
+    gone = [
+        member("churn-1", one_minute(360, 22.5), gone_at=430.0),  # 0.375 of 0.5
+        member("churn-2", one_minute(480, 30.0), gone_at=550.0),  # 0.5 of 0.5: at it
+    ]
+    s = churn_request(churn_window(member("young", []), *gone), th)
+    assert s.value is None and not s.slowed
+    assert s.basis["member_cpu_usage_cores"] == 0.4375
+    assert s.basis["member_cpu_request_cores"] == 0.5
+    assert s.reason is not None and "no more than they request on average" in s.reason
+    assert "none of its running containers has a measured use over the window yet" in s.text
+    # one member without a request adds none: 0.25 on average, below their use
+    bare = member("churn-3", one_minute(420, 30.0), gone_at=490.0)
+    bare.identity = Identity(
+        cgroup="/t/bare", kind=CgroupKind.CONTAINER, namespace="lab", workload="Deployment/churn"
+    )
+    s = churn_request(churn_window(member("young", []), gone[1], bare), th)
+    assert (s.value, s.basis["member_cpu_request_cores"]) == (500, 0.25)
