@@ -52,7 +52,7 @@ def noisy_neighbor(
     use_txt = "n/a (not sampled)" if usage is None else f"{usage:.2f} cores"
     req_txt = "no request" if request is None else f"a request of {request:g} cores"
     if c.kind == CULPRIT_WORKLOAD:
-        use_txt = "n/a (none of them runs now)" if usage is None else use_txt
+        use_txt = "n/a (none running now has a measured use yet)" if usage is None else use_txt
         return (
             f"{victim} is stalled ({stall}); workload {c.ref}, made of {c.members} "
             f"containers (running or gone), together caused {pct(c.blame_share)} of its "
