@@ -204,7 +204,7 @@ def _throttled(
         last_seen=float(max(thr_minutes, default=clock.latest) + 60),
         message=messages.throttled(cw.identity.name, ratio, throttle, cw.cpu_limit_cores, ctx.th),
         remediation=REMEDIATION[Kind.CPU_THROTTLED],
-        suggestion=suggest.cpu_limit(cw, wfolds, ctx.th),
+        suggestion=suggest.cpu_limit(cw, wfolds, ctx.th, ctx.window.node_cpu_cores),
     )
 
 

@@ -27,9 +27,12 @@ def _latest(cw: ContainerWindow | None, clock: Clock) -> MinuteFold | None:
     return next((f for f in cw.folds if f.minute == clock.latest), None)
 
 
-def cpu_limit(cw: ContainerWindow, wfolds: list[MinuteFold], th: Thresholds) -> Suggestion:
+def cpu_limit(
+    cw: ContainerWindow, wfolds: list[MinuteFold], th: Thresholds, node_cores: float = 0.0
+) -> Suggestion:
     """cpu-throttled: the limit that covers its average use plus the time it was held
-    back, ``ceil((rate(usage) + rate(throttled_seconds)) / rate(sampled) * 1000)``."""
+    back, ``ceil((rate(usage) + rate(throttled_seconds)) / rate(sampled) * 1000)``;
+    ``node_cores``: the node's CPUs, which a burst limit may not exceed (0: unknown)."""
     w = th.window_minutes
     limit = cw.cpu_limit_cores
     basis: dict[str, float | None] = {"cpu_limit_cores": limit}
@@ -48,12 +51,17 @@ def cpu_limit(cw: ContainerWindow, wfolds: list[MinuteFold], th: Thresholds) -> 
     value = millicores(demand)
     if limit is not None and value <= limit * 1000:
         fits = f"its average demand ({demand:.3f} cores) fits its current limit ({limit:g})"
-        return burst_limit(limit, wfolds, basis, fits, th)
+        return burst_limit(limit, wfolds, basis, fits, th, node_cores)
     return Suggestion(Kind.CPU_THROTTLED, value, basis, window_minutes=w)
 
 
 def burst_limit(
-    limit: float, wfolds: list[MinuteFold], basis: dict[str, Any], fits: str, th: Thresholds
+    limit: float,
+    wfolds: list[MinuteFold],
+    basis: dict[str, Any],
+    fits: str,
+    th: Thresholds,
+    node_cores: float = 0.0,
 ) -> Suggestion:
     """cpu-throttled whose average demand fits its limit (throttled by bursts shorter
     than the window): the fewest cores, among the burst histogram's bounds, that the
@@ -91,6 +99,16 @@ def burst_limit(
         runnable_threads_peak=peak if peak is not None and math.isfinite(peak) else None,
     )
     value = threads * MILLI
+    if node_cores > 0 and threads > node_cores:
+        # A limit above the node's CPUs limits nothing: the threads are held back by the
+        # node then, and whatever stops the throttling is the limit's removal.
+        why = (
+            f"{fits}, and up to {threads} of its threads wanted a CPU at once in all but "
+            f"{ratio_max:.0%} of the times one was queued: more than the node's "
+            f"{node_cores:g} CPUs, so no limit the node can honour stops the throttling; "
+            "remove the limit or size its thread pools to it"
+        )
+        return _none(Kind.CPU_THROTTLED, w, basis, why)
     if value <= limit * 1000:
         why = (
             f"{fits}, and up to {threads} of its threads wanted a CPU at once in all but "

@@ -367,7 +367,7 @@ def _burst_limit(terms: RuleTerms, cpu_limit: str) -> str:
     """cpu-throttled whose average demand fits its limit: the first burst bound ``b``
     (ascending; ``or`` keeps the first) whose share of the window's observations with
     more threads at once is below throttledRatioMax, in cores (threads), where more than
-    the limit (exporter.findings.suggest.burst_limit)."""
+    the limit and no more than the node's CPUs (exporter.findings.suggest.burst_limit)."""
     w = terms.window
     count = pq.increase(pq.RUNNABLE_COUNT, w, *terms.matchers)
     bounds = []
@@ -378,9 +378,12 @@ def _burst_limit(terms: RuleTerms, cpu_limit: str) -> str:
         bounds.append(f"(\n    {share}\n    < {num(terms.th.throttled_ratio_max)}\n  ) * 0 + {b}")
     fewest = "(\n  " + "\n  or\n  ".join(bounds) + "\n)"
     on = _victim_on(terms)
+    # more threads than the node has CPUs: no limit the node can honour (no value)
+    beyond_node = f"{fewest} > {terms.on()} group_left() {terms.select(pq.NODE_CORES)}"
     return (
         f"(\n  {fewest} * {MILLI}\n  > {on} group_left() ({cpu_limit} * {MILLI})\n) / {MILLI}\n"
         f"unless {on} {R_FIX_CPU_LIMIT.format(w=w)}\n"
+        f"unless {on} (\n  {beyond_node}\n)\n"
         f"and {on} {R_THROTTLE_S.format(w=w)}"
     )
 

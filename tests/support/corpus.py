@@ -415,7 +415,8 @@ class Scenario:
             )
         if "steal_s" in self.node:
             counter("contention_node_cpu_steal_seconds_total", node_lab, self.node["steal_s"])
-            gauge("contention_node_cpu_cores", node_lab, [self.node_cores] * (n + 1))
+        # exported on every node, as the exporter does (the burst limit's cap reads it)
+        gauge("contention_node_cpu_cores", node_lab, [self.node_cores] * (n + 1))
         return out
 
     def _blame_series(self, mem: Member, th: Thresholds, labels: Any) -> list[dict[str, str]]:
