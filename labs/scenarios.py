@@ -284,6 +284,26 @@ LABS: dict[str, Lab] = {
             checks=("service: throttled ratio near 1, usage near 0.3 cores",),
         ),
         Lab(
+            name="throttled-bursty",
+            title="throttled at 40 % CPU: bursts the limit cannot hold, and the limit that can",
+            docs="docs/labs.md#closed-loop-labs",
+            story=(
+                "A service idles most of each second, then needs 100 ms of CPU at once "
+                "(one thread), under a 250m limit: 25 ms of quota per 100 ms period. Each "
+                "burst drains the quota in four periods in a row, so it is throttled in "
+                "about 40 % of its periods while its average use (0.1 cores) is 40 % of "
+                "its limit: the headline outage. Its average plus its throttled time fits "
+                "the limit, so no average sizes a new one; the scheduler probe's burst "
+                "count (threads wanting a CPU at once) does, and the closed-loop test "
+                "applies it."
+            ),
+            boxes=(Box("service", cpu_request=0.25, cpu_limit=0.25, periodic=(100.0, 1000.0)),),
+            # critical: its held-back bursts show in its own CPU PSI full (23 % seen)
+            expect=(Expect("cpu-throttled", "service", None, "critical"),),
+            never=("noisy-neighbor", "cpu-contended"),
+            checks=("service: throttled in about 40 % of its periods, usage near 0.1 cores",),
+        ),
+        Lab(
             name="weights",
             title="CPU requests become weights",
             docs="docs/labs.md#what-a-lab-builds",

@@ -31,8 +31,10 @@ def cpu_limit(
     cw: ContainerWindow, wfolds: list[MinuteFold], th: Thresholds, node_cores: float = 0.0
 ) -> Suggestion:
     """cpu-throttled: the limit that covers its average use plus the time it was held
-    back, ``ceil((rate(usage) + rate(throttled_seconds)) / rate(sampled) * 1000)``;
-    ``node_cores``: the node's CPUs, which a burst limit may not exceed (0: unknown)."""
+    back, ``ceil((rate(usage) + rate(throttled_seconds)) / rate(sampled) * 1000)``, when
+    that is above its limit and it was throttled in nearly every period (steady demand);
+    else the burst limit. ``node_cores``: the node's CPUs, which a burst limit may not
+    exceed (0: unknown)."""
     w = th.window_minutes
     limit = cw.cpu_limit_cores
     basis: dict[str, float | None] = {"cpu_limit_cores": limit}
@@ -49,8 +51,22 @@ def cpu_limit(
         cpu_usage_cores=used / secs, cpu_throttled_cores=held / secs, cpu_demand_cores=demand
     )
     value = millicores(demand)
-    if limit is not None and value <= limit * 1000:
+    if limit is None:
+        return Suggestion(Kind.CPU_THROTTLED, value, basis, window_minutes=w)
+    if value <= limit * 1000:
         fits = f"its average demand ({demand:.3f} cores) fits its current limit ({limit:g})"
+        return burst_limit(limit, wfolds, basis, fits, th, node_cores)
+    totals = throttle_totals(wfolds, th)
+    ratio = None if totals is None else totals["ratio"]
+    if ratio is None or ratio < th.steady_throttled_ratio:
+        # Throttled in some periods only: at its average demand the periods of a burst
+        # would still drain the quota (one thread bursting 100 ms a second under 250m
+        # uses 0.1 and is held back about 0.2 cores, yet is throttled at 300m too).
+        fits = (
+            f"it was throttled in {'an unknown share' if ratio is None else f'{ratio:.0%}'}"
+            f" of its periods, not in nearly all (at least {th.steady_throttled_ratio:.0%}):"
+            f" its demand comes in bursts, which its average ({demand:.3f} cores) cannot size"
+        )
         return burst_limit(limit, wfolds, basis, fits, th, node_cores)
     return Suggestion(Kind.CPU_THROTTLED, value, basis, window_minutes=w)
 
@@ -63,12 +79,13 @@ def burst_limit(
     th: Thresholds,
     node_cores: float = 0.0,
 ) -> Suggestion:
-    """cpu-throttled whose average demand fits its limit (throttled by bursts shorter
-    than the window): the fewest cores, among the burst histogram's bounds, that the
-    threads wanting a CPU at once exceeded in less than ``throttledRatioMax`` of the
-    times one was queued over the window; as in PromQL, per bound ``b`` ascending,
-    ``(increase(count) - increase(bucket{le=b})) / increase(count) < max``, the first
-    that holds (docs/findings.md#cpu-throttled-in-bursts). Never at or below the limit."""
+    """cpu-throttled whose average cannot size a limit (it fits the limit, or the container was
+    throttled in some periods only: bursts): the fewest cores, among the burst histogram's
+    bounds, that the threads wanting a CPU at once exceeded in less than
+    ``throttledRatioMax`` of the times one was queued over the window; as in PromQL, per
+    bound ``b`` ascending, ``(increase(count) - increase(bucket{le=b})) / increase(count) <
+    max``, the first that holds (docs/findings.md#cpu-throttled-in-bursts). Never at or
+    below the limit."""
     w, ratio_max = th.window_minutes, th.throttled_ratio_max
     counts = window_burst(wfolds)
     if counts is None:

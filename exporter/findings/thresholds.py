@@ -132,6 +132,14 @@ class Thresholds:
         return self.window_minutes * 60
 
     @property
+    def steady_throttled_ratio(self) -> float:
+        """The throttled ratio from which a container's demand counts as steady: held back
+        in all but ``throttledRatioMax`` of its periods. Only then does its average demand
+        size a CPU limit; below it, demand came in bursts an average cannot size
+        (docs/findings.md#cpu-throttled-in-bursts)."""
+        return 1.0 - self.throttled_ratio_max
+
+    @property
     def join_labels(self) -> tuple[str, ...]:
         """The labels every join and aggregation of one exporter's series keeps:
         ``clusterLabel`` (if set) and ``nodeLabels``."""

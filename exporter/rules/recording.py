@@ -364,10 +364,11 @@ def _above(value: str, on: str, setting: str, scale: str) -> str:
 
 
 def _burst_limit(terms: RuleTerms, cpu_limit: str) -> str:
-    """cpu-throttled whose average demand fits its limit: the first burst bound ``b``
-    (ascending; ``or`` keeps the first) whose share of the window's observations with
-    more threads at once is below throttledRatioMax, in cores (threads), where more than
-    the limit and no more than the node's CPUs (exporter.findings.suggest.burst_limit)."""
+    """cpu-throttled whose average cannot size a limit (no steady-demand record): the first
+    burst bound ``b`` (ascending; ``or`` keeps the first) whose share of the window's
+    observations with more threads at once is below throttledRatioMax, in cores (threads),
+    where more than the limit and no more than the node's CPUs
+    (exporter.findings.suggest.burst_limit)."""
     w = terms.window
     count = pq.increase(pq.RUNNABLE_COUNT, w, *terms.matchers)
     bounds = []
@@ -435,7 +436,14 @@ def remediation_rules(terms: RuleTerms) -> list[Rule]:
     cpu_limit = terms.select(pq.CPU_ENTITLEMENT, pq.LIMIT_BASIS)
     mem_limit_set = terms.select(pq.MEM_ENTITLEMENT, pq.LIMIT_BASIS)
     return [
-        _record(R_FIX_CPU_LIMIT.format(w=w), _above(demand, cgroup_on, cpu_limit, f"* {MILLI}")),
+        _record(
+            R_FIX_CPU_LIMIT.format(w=w),
+            # steady demand only: throttled in nearly every period (Thresholds.
+            # steady_throttled_ratio); bursts get the burst record's limit instead
+            f"(\n{_above(demand, cgroup_on, cpu_limit, f'* {MILLI}')}\n)\nand {cgroup_on}"
+            # (1 - max) written out, so the chart templates throttledRatioMax here too
+            f" ({R_THROTTLE.format(w=w)} >= (1 - {num(terms.th.throttled_ratio_max)}))",
+        ),
         _record(R_FIX_CPU_LIMIT_BURST.format(w=w), _burst_limit(terms, cpu_limit)),
         _record(
             R_FIX_CPU_REQUEST.format(w=w),

@@ -1,11 +1,16 @@
 """Closed loop on the real kernel: apply what a CPU finding suggests, and it clears.
 
-One scene, two labs side by side on the host's hybrid cgroups, the real exporter with
+One scene, three labs side by side on the host's hybrid cgroups, the real exporter with
 the scheduler probe, the labs' metadata file, and a one-minute window
 (:data:`CLOSED_LOOP_WINDOW`: only the timing knobs, every threshold the default):
 
 * ``throttled-steady`` on the first CPU: a steady 0.6-core demand under a 300m limit.
   ``cpu-throttled``'s suggested limit (``/findings``) is written as the v1 CFS quota;
+* ``throttled-bursty`` on the same CPU: one thread needing 100 ms of CPU once a second
+  under a 250m limit, throttled in about 40 % of its periods at 40 % of its limit on
+  average (the bursty outage). Its limit comes from the probe's burst count and is
+  written as the quota too. Both fixed, the two want 0.7 of that CPU on average: a
+  burst meets the steady service's ticks without either stalling past ``stallSome``;
 * ``noisy-neighbor`` on the last CPU: the greedy neighbour's suggested request becomes
   its ``cpu.shares`` by the kubelet's formula, and its request in the pod spec. With the
   victim's 100m that is more than the one CPU the two share, so a scheduler would not
@@ -118,11 +123,14 @@ class Loop:
 @pytest.fixture(scope="module")
 def loop(scene: Scene) -> Iterator[Loop]:
     cpus = sorted(os.sched_getaffinity(0))
-    assert len(cpus) >= 2, "the closed loop runs its two labs on two CPUs"
+    assert len(cpus) >= 2, "the closed loop runs its labs on two CPUs"
     meta = scene.metadata
     runs = {
         "throttled-steady": LabRun(
             get_lab("throttled-steady"), RUN_SECONDS, metadata=meta, cpu=cpus[0]
+        ),
+        "throttled-bursty": LabRun(
+            get_lab("throttled-bursty"), RUN_SECONDS, metadata=meta, cpu=cpus[0]
         ),
         "noisy-neighbor": LabRun(get_lab("noisy-neighbor"), RUN_SECONDS, metadata=meta),
     }
@@ -224,9 +232,15 @@ def test_1_each_finding_carries_a_number_and_it_is_applied(loop: Loop) -> None:
         applied={n: _summary(a) for n, a in loop.applied.items()},
     )
     loop.save()
-    steady = loop.applied["throttled-steady"]
-    assert steady.setting == "cpu_limit" and steady.target == "service", steady
-    assert steady.written == {"cpu.cfs_quota_us": str(steady.value * 100)}, steady
+    for name in ("throttled-steady", "throttled-bursty"):
+        fix = loop.applied[name]
+        assert fix.setting == "cpu_limit" and fix.target == "service", fix
+        assert fix.written == {"cpu.cfs_quota_us": str(fix.value * 100)}, fix
+    # The bursty outage, as the kernel counted it before the fix: an average well under
+    # the limit, yet throttled in a quarter of the periods or more.
+    bursty = loop.observed["kernel_before_fix"]["throttled-bursty"]["service"]
+    assert bursty["throttled_ratio"] >= 0.25, bursty
+    assert 0.25 <= bursty["usage_cores"] / 0.25 <= 0.55, bursty
     nn = loop.applied["noisy-neighbor"]
     assert (nn.setting, nn.victim, nn.target) == ("cpu_request", "victim", "greedy"), nn
     assert nn.written == {"cpu.shares": str(kubelet_shares(nn.value / 1000))}, nn
@@ -265,6 +279,7 @@ def test_3_the_findings_clear_once_the_window_is_past_the_fixes(loop: Loop) -> N
 
 
 def _assert_fixed(after: dict[str, Any], th: Thresholds) -> None:
-    ratio = after["throttled-steady"]["service"]["throttled_ratio"]
-    assert ratio is not None and ratio < th.throttled_ratio_max, after
+    for name in ("throttled-steady", "throttled-bursty"):
+        ratio = after[name]["service"]["throttled_ratio"]
+        assert ratio is not None and ratio < th.throttled_ratio_max, (name, after)
     assert after["noisy-neighbor"]["victim"]["psi_some"] < th.stall_some, after

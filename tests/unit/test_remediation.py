@@ -56,15 +56,41 @@ def test_rounding_is_up_and_ignores_float_noise() -> None:
 
 
 def test_throttled_limit_is_use_plus_throttled_time(th: Thresholds) -> None:
+    # steady demand: throttled in 90% of its periods (all but throttledRatioMax)
     w = cw(
         "etl",
-        minutes(cpu_usage_s=12.0, periods=600, throttled_periods=300, throttled_s=36.0),
+        minutes(cpu_usage_s=12.0, periods=600, throttled_periods=540, throttled_s=36.0),
         cpu=0.2,
     )
     s = cpu_limit(w, list(w.folds), th)
     assert s.value == 800 and s.reason is None  # 0.2 used + 0.6 held back
     assert s.text.startswith("Set resources.limits.cpu to at least 800m")
     assert s.to_dict()["setting"] == "cpu_limit" and s.to_dict()["unit"] == "millicores"
+
+
+def test_a_burst_over_the_limit_is_sized_by_its_threads_not_its_average(
+    th: Thresholds,
+) -> None:
+    # One thread needing 100 ms at once each second under 250m: 0.1 cores used and 0.3
+    # held back, throttled in 40% of its periods. At 400m (its average demand) each
+    # burst would still drain the quota; one thread at a time needs one core.
+    folds = minutes(
+        cpu_usage_s=6.0,
+        periods=600,
+        throttled_periods=240,
+        throttled_s=18.0,
+        burst_buckets=_buckets(b1=100),  # type: ignore[arg-type]
+    )
+    w = cw("api", folds, cpu=0.25)
+    s = cpu_limit(w, folds, th)
+    assert s.value == 1000 and s.reason is None, s
+    assert s.basis["cpu_demand_cores"] == pytest.approx(0.4)
+    assert s.text.startswith("Set resources.limits.cpu to at least 1000m: up to 1 of its")
+    # without burst data: no number, and the reason says why the average was not used
+    plain = minutes(cpu_usage_s=6.0, periods=600, throttled_periods=240, throttled_s=18.0)
+    s = cpu_limit(cw("api", plain, cpu=0.25), plain, th)
+    assert s.value is None and s.reason is not None
+    assert "throttled in 40% of its periods, not in nearly all (at least 90%)" in s.reason
 
 
 @pytest.mark.parametrize(
