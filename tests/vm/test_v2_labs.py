@@ -1,17 +1,19 @@
 """Labs on a real pure cgroup v2 kernel, end to end: lab → exporter → Prometheus →
 generated rules → Alertmanager → webhook, all inside the VM lane's guest.
 
-* ``throttled`` (``cpu.max`` throttling) and ``memory-limit-thrash`` run together: one
-  is CPU, the other memory under the container's own limit with the node calm, so
-  neither disturbs the other's verdict;
+* ``throttled`` (``cpu.max`` throttling), ``throttled-steady`` (a steady 0.6 cores
+  under 300m) and ``memory-limit-thrash`` run together: CPU under each container's own
+  quota, and memory under the container's own limit with the node calm, so none
+  disturbs another's verdict;
   then the closed loop (docs/labs.md#closed-loop-labs): memory-limit-thrash's suggested
-  limit is written to ``app``'s ``memory.max`` (``memory.high`` by MemoryQoS), and once
-  the minutes it is judged over all began after the fix, ``/findings`` has nothing for
-  ``app``, its limit events stopped and the refaults with them. The wait for those
-  minutes is spent on ``memory-limit-thrash-stalled`` (another thrasher under its own
-  limit, in cgroups and a file of its own), so the fixed lab keeps running from one
-  test to the next (:class:`MemoryFix`) and :func:`test_memory_limit_thrash_closed_loop`
-  judges it;
+  limit is written to ``app``'s ``memory.max`` (``memory.high`` by MemoryQoS) and
+  throttled-steady's to its ``cpu.max``, and once the minutes each is judged over all
+  began after the fix, ``/findings`` has nothing for either, ``app``'s limit events
+  stopped and the refaults with them, and the service is no longer throttled. The wait
+  for those minutes is spent on ``memory-limit-thrash-stalled`` (another thrasher under
+  its own limit, in cgroups and a file of its own), so the fixed labs keep running from
+  one test to the next (:class:`MemoryFix`) and
+  :func:`test_memory_limit_thrash_closed_loop` judges them;
 * ``memory-pressure`` runs alone: it makes the whole guest short of memory.
 
 For each: the **exact** expected findings in ``/findings`` (kind, victim, culprit,
@@ -288,17 +290,28 @@ def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @dataclass
+class CpuFix:
+    """throttled-steady's run with its suggested CPU limit applied (``cpu.max``)."""
+
+    run: LabRun
+    row: dict[str, Any]
+    applied: Applied
+    mark: Any
+
+
+@dataclass
 class MemoryFix:
-    """memory-limit-thrash's lab with its suggested limit applied, handed from the test
-    that applies it to the one that judges it (the stalled lab runs in between): its
-    run stays open in ``stack`` until :func:`test_memory_limit_thrash_closed_loop`
-    closes it, or the module ends."""
+    """memory-limit-thrash's lab with its suggested limit applied, and throttled-steady's
+    (:class:`CpuFix`), handed from the test that applies them to the one that judges
+    them (the stalled lab runs in between): their runs stay open in ``stack`` until
+    :func:`test_memory_limit_thrash_closed_loop` closes them, or the module ends."""
 
     stack: ExitStack = field(default_factory=ExitStack)
     run: MemoryLabRun | None = None
     row: dict[str, Any] = field(default_factory=dict)
     applied: Applied | None = None
     mark: Any = None
+    cpu: CpuFix | None = None
 
 
 def test_the_chain_is_up_in_the_guest(exporter: ExporterProcess, chain: Chain) -> None:
@@ -337,23 +350,29 @@ def test_throttled_and_memory_limit_thrash(
     scratch = os.environ.get("CONTENTION_VM_SCRATCH")
     assert scratch, "the guest has no scratch disk"
     cpu_lab = get_lab("throttled")
+    steady_lab = get_lab("throttled-steady")
     mem_lab = get_memory_lab("memory-limit-thrash")
     t0 = time.time()
     mem = memory_fix.stack.enter_context(
         MemoryLabRun(mem_lab, MEMORY_FIX_LAB_S, scratch, metadata=metadata, layout=v2_layout)
     )
     try:
+        steady = memory_fix.stack.enter_context(
+            LabRun(steady_lab, MEMORY_FIX_LAB_S, metadata=metadata, layout=v2_layout)
+        )
         with LabRun(cpu_lab, seconds=LAB_TIMEOUT + 60, metadata=metadata, layout=v2_layout) as cpu:
 
             def kernel() -> dict[str, Any]:
                 return {
                     "throttled": {r: m.as_dict() for r, m in cpu.measure().items()},
+                    "throttled-steady": {r: m.as_dict() for r, m in steady.measure().items()},
                     "memory-limit-thrash": mem.measure(),
                 }
 
             state = await_labs(
                 [
                     (cpu_lab, [b.role for b in cpu_lab.boxes]),
+                    (steady_lab, [b.role for b in steady_lab.boxes]),
                     (mem_lab, [b.role for b in mem_lab.boxes]),
                 ],
                 exporter,
@@ -363,21 +382,27 @@ def test_throttled_and_memory_limit_thrash(
                 lab_thresholds,
             )
             numbers = kernel()
-        # The closed loop's fix, judged by test_memory_limit_thrash_closed_loop.
+        # The closed loop's fixes, judged by test_memory_limit_thrash_closed_loop.
         (row,) = [f for f in state["findings"] if f["kind"] == "memory-limit-thrash"]
         memory_fix.applied = apply_finding(mem, row)
         memory_fix.mark = mem.mark()
         memory_fix.run, memory_fix.row = mem, row
+        service = steady_lab.cgroup_path("service")
+        (srow,) = [f for f in state["findings"] if f["victim"]["cgroup"] == service]
+        memory_fix.cpu = CpuFix(steady, srow, apply_finding(steady, srow), steady.mark())
     except BaseException:
         memory_fix.stack.close()  # no fix to judge: the lab stops before the next test
         raise
     rows = state["findings"]
-    observed.data["throttled"] = {
-        "seconds_to_agree": state["seconds_to_agree"],
-        "kernel": numbers["throttled"],
-        "findings": _summary([f for f in rows if f["kind"] == "cpu-throttled"]),
-        "alerts": [a for a in state["firing"] if a.get("finding") == "cpu-throttled"],
-    }
+    for lab in (cpu_lab, steady_lab):
+        roles = [b.role for b in lab.boxes]
+        paths, pods = _paths(lab, roles), {lab.pod(r) for r in roles}
+        observed.data[lab.name] = {
+            "seconds_to_agree": state["seconds_to_agree"],
+            "kernel": numbers[lab.name],
+            "findings": _summary([f for f in rows if f["victim"]["cgroup"] in paths]),
+            "alerts": [a for a in state["firing"] if a.get("pod") in pods],
+        }
     observed.data["memory-limit-thrash"] = {
         "seconds_to_agree": state["seconds_to_agree"],
         "kernel": numbers["memory-limit-thrash"],
@@ -385,7 +410,8 @@ def test_throttled_and_memory_limit_thrash(
         "alerts": [a for a in state["firing"] if a.get("finding") == "memory-limit-thrash"],
     }
     observed.save()
-    print(json.dumps({k: observed.data[k] for k in ("throttled", "memory-limit-thrash")}, indent=1))
+    shown = ("throttled", "throttled-steady", "memory-limit-thrash")
+    print(json.dumps({k: observed.data[k] for k in shown}, indent=1))
     app = numbers["memory-limit-thrash"]["app"]
     assert app["oom_kills"] == 0, f"the thrashing app was OOM-killed: {app}"
     node_some = numbers["memory-limit-thrash"]["node"]["memory_some"]
@@ -427,6 +453,36 @@ def memory_closed_loop(exporter: ExporterProcess, fix: MemoryFix, th: Thresholds
         "seconds_after_fix": round(time.time() - applied.at, 1),
         "kernel_since_fix": run.measure(since=fix.mark),
         "kernel_last_20s": run.measure(since=tail),
+        "findings_after": after,
+    }
+
+
+def cpu_closed_loop(exporter: ExporterProcess, fix: CpuFix, th: Thresholds) -> dict[str, Any]:
+    """Once the window throttled-steady is judged over began after its fix (``cpu.max``
+    at the suggestion): ``/findings`` and the kernel's counters since the fix."""
+    clear_at = judged_clear_at(fix.applied.at, th.window_minutes)
+    time.sleep(max(0.0, clear_at - time.time()))
+    path = fix.run.lab.cgroup_path("service")
+    after: list[dict[str, Any]] = []
+    deadline = clear_at + CLEAR_GRACE
+    while True:
+        status, body = exporter.get("/findings")
+        doc = json.loads(body) if status == 200 else {}
+        after = [f for f in doc.get("findings") or [] if f["victim"].get("cgroup") == path]
+        if ((doc.get("evaluated_at") or 0) >= clear_at and not after) or time.time() > deadline:
+            break
+        time.sleep(2.0)
+    row = fix.row
+    return {
+        "applied": fix.applied.as_dict(),
+        "before": {
+            "severity": row["severity"],
+            "evidence": row["evidence"],
+            "basis": row["suggestion"]["basis"],
+            "remediation": row["remediation"],
+        },
+        "seconds_after_fix": round(time.time() - fix.applied.at, 1),
+        "kernel_since_fix": {r: m.as_dict() for r, m in fix.run.measure(since=fix.mark).items()},
         "findings_after": after,
     }
 
@@ -500,29 +556,38 @@ def test_memory_limit_thrash_stalled(
     assert numbers["app"]["oom_kills"] == 0, f"the thrashing app was OOM-killed: {numbers}"
 
 
-@pytest.mark.timeout(CLOSED_LOOP_S + 60)
+@pytest.mark.timeout(CLOSED_LOOP_S + 120)
 def test_memory_limit_thrash_closed_loop(
     exporter: ExporterProcess, observed: Observed, lab_thresholds: Thresholds, memory_fix: MemoryFix
 ) -> None:
-    """memory.max raised to memory-limit-thrash's suggestion (by
-    test_throttled_and_memory_limit_thrash, the stalled lab run since): its finding
-    clears and the refaults stop. The lab stops here, before memory-pressure."""
+    """memory.max raised to memory-limit-thrash's suggestion and cpu.max to
+    throttled-steady's (by test_throttled_and_memory_limit_thrash, the stalled lab run
+    since): both findings clear, the refaults stop and the service is no longer
+    throttled. The labs stop here, before memory-pressure."""
+    th = lab_thresholds
     try:
-        if memory_fix.run is None:
+        if memory_fix.run is None or memory_fix.cpu is None:
             pytest.fail("no fix to judge: test_throttled_and_memory_limit_thrash did not apply one")
         app = memory_fix.run.cgroups["app"]
         assert app.pids(), "the fixed lab's app ended before the closed loop could judge it"
-        loop = memory_closed_loop(exporter, memory_fix, lab_thresholds)
+        loop = memory_closed_loop(exporter, memory_fix, th)
+        cpu_loop = cpu_closed_loop(exporter, memory_fix.cpu, th)
     finally:
         memory_fix.stack.close()
     observed.data["memory-limit-thrash-closed-loop"] = loop
+    observed.data["throttled-steady-closed-loop"] = cpu_loop
     observed.save()
-    print(json.dumps(loop, indent=1))
+    print(json.dumps({"memory": loop, "cpu": cpu_loop}, indent=1))
     assert not loop["findings_after"], loop
     since, tail = loop["kernel_since_fix"]["app"], loop["kernel_last_20s"]["app"]
     assert since["limit_hits_per_min"] == 0 and since["oom_kills"] == 0, loop
-    assert tail["refaults_per_min"] < lab_thresholds.refault_per_min, loop
-    assert tail["psi_some"] < lab_thresholds.mem_stall_some, loop
+    assert tail["refaults_per_min"] < th.refault_per_min, loop
+    assert tail["psi_some"] < th.mem_stall_some, loop
+    fix = memory_fix.cpu.applied
+    assert fix.setting == "cpu_limit" and fix.written == {"cpu.max": f"{fix.value * 100} 100000"}
+    assert not cpu_loop["findings_after"], cpu_loop
+    ratio = cpu_loop["kernel_since_fix"]["service"]["throttled_ratio"]
+    assert ratio is not None and ratio < th.throttled_ratio_max, cpu_loop
 
 
 @pytest.mark.timeout(LAB_TIMEOUT + 200)
