@@ -159,7 +159,7 @@ def signal_rules(terms: RuleTerms) -> list[Rule]:
         f"({R_OVERAGE_SHARE} and {cgroup_on} {grown})\n  or\n  "
         f"((topk {terms.by()} (1, {R_OVERAGE_SHARE}) >= {share})\n  unless {terms.on()} {grown})"
     )
-    then = f"{ws} offset {terms.th.window_minutes - 1}m"
+    then = f"{ws}{pq.offset(terms.th.window_minutes - 1)}"  # no "offset 0m" at 1m: invalid
     return [
         _record(R_PSI_SOME, terms.psi_some()),
         _record(R_PSI_FULL, terms.psi_full()),

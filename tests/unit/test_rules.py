@@ -202,6 +202,22 @@ def test_promtool_checks_the_rule_file() -> None:
 
 
 @needs_promtool
+@pytest.mark.parametrize(("window", "sustain"), [(1, 1), (2, 1), (3, 2)])
+def test_promtool_checks_the_rules_for_short_windows(
+    window: int, sustain: int, tmp_path: Path
+) -> None:
+    """The shortest windows the thresholds allow give valid rules (a one-minute window
+    once wrote ``offset 0m``, which Prometheus refuses, losing the whole group)."""
+    cfg = tmp_path / "thresholds.yaml"
+    cfg.write_text(f"windowMinutes: {window}\nsustainMinutes: {sustain}\n")
+    short = load_thresholds(str(cfg))
+    path = tmp_path / "rules.yaml"
+    path.write_text(render_files(short)[RULE_FILE])
+    res = promtool_wrapper.check_rules(path)
+    assert res.ok, res.output
+
+
+@needs_promtool
 def test_promtool_unit_tests_pass() -> None:
     """Every alert: fires, silent after a single stalled minute (the sustain), and the
     must-not-fire cases of docs/findings.md, with full labels and annotations."""
