@@ -19,7 +19,8 @@ kernel events. For each one:
 A finding needs one complete sustain minute; the passes are given times shifted so the
 run starts just after a minute boundary (the kernel's counters and the probe's waits are
 real; only the minute they are folded into is chosen), so the test takes about 70 s,
-not up to two minutes. Run under ``flock /tmp/contention-kernel.lock``.
+not up to two minutes. Run under ``flock /tmp/contention-kernel.lock``; the scene is on
+``lab_cpu()`` only (marker ``lab_cpu``).
 """
 
 from __future__ import annotations
@@ -87,6 +88,9 @@ def _metadata(path: Path) -> None:
     path.write_text(yaml.safe_dump({"cgroups": meta}))
 
 
+# Its scene (the victim and every generation) is pinned to lab_cpu(); the agents sample
+# from the harness's CPUs: scripts/test.sh runs it beside the VM lane.
+@pytest.mark.lab_cpu
 def test_replaced_culprits_keep_their_names_and_are_named_as_their_workload(
     make_lab: MakeLab, both_probes: dict[str, Callable[..., SchedProbe]], tmp_path: Path
 ) -> None:
