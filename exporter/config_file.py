@@ -31,14 +31,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import jsonschema
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from .cgroupfs.errors import CgroupParseError
 from .cgroupfs.files import read_bytes
+
+if TYPE_CHECKING:  # imported where a file is validated: ≈ 4 MB a default run never needs
+    import jsonschema
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +172,8 @@ def schema(name: str) -> Mapping[str, Any]:
     """A packaged JSON Schema (``exporter/data/<name>.schema.json``), checked once."""
     text = (resources.files("exporter") / "data" / f"{name}.schema.json").read_text("utf-8")
     doc: dict[str, Any] = json.loads(text)
+    import jsonschema
+
     jsonschema.Draft202012Validator.check_schema(doc)
     return doc
 
@@ -177,6 +181,8 @@ def schema(name: str) -> Mapping[str, Any]:
 def validate(doc: Any, schema_name: str, source: str) -> None:
     """Raise :class:`ConfigError` for the first way ``doc`` breaks the schema (in key
     order), as one line: ``<file>: <key>: <what is wrong> (got <value>)``."""
+    import jsonschema
+
     validator = jsonschema.Draft202012Validator(schema(schema_name))
     errors = sorted(validator.iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path])
     if not errors:

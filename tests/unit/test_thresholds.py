@@ -146,6 +146,29 @@ def test_schema_defaults_and_dataclass_agree() -> None:
     assert in_schema == set(DEFAULT_KEYS), "exporter/data/thresholds.schema.json"
 
 
+def test_packaged_defaults_pass_the_schema() -> None:
+    """The run time loads the packaged file without the schema (no jsonschema import):
+    this is where it is checked, file and merged defaults both."""
+    from exporter.config_file import load_yaml, validate
+    from exporter.findings.thresholds import SCHEMA, defaults_text, from_mapping
+
+    doc = load_yaml(defaults_text().encode(), "packaged thresholds.yaml")
+    validate(doc, SCHEMA, "packaged thresholds.yaml")
+    assert from_mapping(dict(doc)) == load_thresholds()
+
+
+def test_defaults_do_not_import_jsonschema() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from exporter.findings import load_thresholds; load_thresholds(); "
+        "print('jsonschema' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.stdout.strip() == "False", out.stderr
+
+
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ThresholdsError, match="cannot read thresholds file"):
         load_thresholds(tmp_path / "nope.yaml")
