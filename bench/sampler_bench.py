@@ -581,17 +581,42 @@ def _measure_today(warm: Any, interval: float, now: float) -> tuple[dict[str, An
             "scrape_cpu_ms": _ms(statistics.median(c for _, _, c in got)),
             "bytes": len(got[-1][0]),
         }
-    walls, cpus = [], []
+    walls, cpus, sampling, evaluating = [], [], [], []
     for _ in range(5):
         now += interval
         warm.move()
         w0, c0 = time.perf_counter(), time.thread_time()
-        warm.evaluate(warm.sampler.run_once(now=now))
+        snap = warm.sampler.run_once(now=now)
+        c1 = time.thread_time()
+        warm.evaluate(snap)
         walls.append(time.perf_counter() - w0)
         cpus.append(time.thread_time() - c0)
+        sampling.append(c1 - c0)
+        evaluating.append(time.thread_time() - c1)
     today["pass_ms"] = _ms(statistics.median(walls))
     today["pass_cpu_ms"] = _ms(statistics.median(cpus))
+    # The two halves of a pass: the sampling (Sampler.run_once) and the findings
+    # evaluation (Agent.evaluate), each the median of its own.
+    today["sampling_cpu_ms"] = _ms(statistics.median(sampling))
+    today["evaluation_cpu_ms"] = _ms(statistics.median(evaluating))
     return today, now
+
+
+class GcTime:
+    """This thread's CPU time in the garbage collector while counting (gc.callbacks)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.collections = 0
+        self._t0 = 0.0
+        self.counting = False
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._t0 = time.thread_time()
+        elif self.counting:
+            self.seconds += time.thread_time() - self._t0
+            self.collections += 1
 
 
 def _measure_parts(warm: Any, interval: float, now: float) -> tuple[dict[str, float], float]:
@@ -650,6 +675,8 @@ def _measure_render_modes(
     from exporter.server import App
 
     modes: dict[str, Any] = {}
+    gc_time = GcTime()
+    gc.callbacks.append(gc_time)
     sim = SimClock()
     latest: list[Any] = [a.published().result]
     sources = a.exposition.sources
@@ -683,8 +710,10 @@ def _measure_render_modes(
             n_passes = int(minutes * 60 / interval)
             pass_cpu = scrape_cpu = 0.0
             lat: list[float] = []
+            gc_time.seconds, gc_time.collections = 0.0, 0
             for i in range(warm_up + n_passes):
                 measured = i >= warm_up
+                gc_time.counting = measured
                 t += interval
                 sim.now += interval
                 a.move()
@@ -710,7 +739,10 @@ def _measure_render_modes(
                 "scrape_ms_median": _ms(statistics.median(lat)),
                 "scrape_ms_max": _ms(max(lat)),
                 "scrapes": len(lat),
+                "gc_cpu_ms_per_min": _ms(gc_time.seconds * per_min),
+                "gc_collections_per_min": round(gc_time.collections * per_min, 1),
             }
+    gc.callbacks.remove(gc_time)
     return modes
 
 
@@ -857,9 +889,14 @@ def print_scrape_path(sp: dict[str, Any]) -> None:
             f" scrape): pass {t['pass_cpu_ms']:.1f} ms CPU, Prometheus scrape"
             f" {tp['scrape_cpu_ms']:.1f} ms CPU, curl {t['plain']['scrape_cpu_ms']:.1f} ms"
         )
+        if "evaluation_cpu_ms" in t:
+            print(
+                f"  of that pass: sampling {t['sampling_cpu_ms']:.1f} ms CPU,"
+                f" findings evaluation {t['evaluation_cpu_ms']:.1f} ms CPU"
+            )
     print(
         "\n  per minute, passes + Prometheus scrapes    CPU ms/min   of which scrapes"
-        "   scrape median / max"
+        "   of which gc   scrape median / max"
     )
     for key, m in sp["modes"].items():
         mode, every = key.split("/")
@@ -872,6 +909,7 @@ def print_scrape_path(sp: dict[str, Any]) -> None:
         print(
             f"  {label + ', scrape every ' + every:42} {m['cpu_ms_per_min']:10.0f}"
             f"   {m['scrape_cpu_ms_per_min']:16.0f}"
+            f"   {m.get('gc_cpu_ms_per_min', 0):11.0f}"
             f"   {m['scrape_ms_median']:9.2f} / {m['scrape_ms_max']:.2f} ms"
         )
 
@@ -978,6 +1016,8 @@ def summary(r: dict[str, Any]) -> dict[str, float | None]:
         "families_ms": parts.get("families_cpu_ms"),
         "render_ms": parts.get("render_om_gzip_cpu_ms"),
         "cpu_ms_per_min": per_min,
+        "evaluation_ms": sp.get("today", {}).get("evaluation_cpu_ms"),
+        "gc_ms_per_min": sp.get("modes", {}).get("pass/15s", {}).get("gc_cpu_ms_per_min"),
         "rss_mb": round(rss / 1024, 1) if rss else None,
         "rss_peak_mb": round(r["rss_child"]["rss_peak_kb"] / 1024, 1) if rss else None,
     }
@@ -992,6 +1032,8 @@ def print_summary(after: dict[str, Any], before: dict[str, Any] | None, rev: str
         ("families_ms", "families of a pass, CPU ms", None),
         ("render_ms", "a render: OpenMetrics + gzip, CPU ms", "render_ms"),
         ("cpu_ms_per_min", "CPU per minute (5 s passes, 15 s scrapes), ms", "cpu_ms_per_min"),
+        ("gc_ms_per_min", "  of which garbage collection, ms", None),
+        ("evaluation_ms", "findings evaluation of a pass, CPU ms", None),
         ("rss_mb", "RSS after a full window, MB", "rss_mb"),
         ("rss_peak_mb", "  its peak, MB", None),
     )
