@@ -10,6 +10,10 @@
 #   scripts/setup.sh --test     all of the above, BCC and its headers included (the
 #                               tests exercise both loaders), and the test tools:
 #                               promtool/Prometheus/Alertmanager, dev extras
+#   scripts/setup.sh --bench    what bench/probe_bench.py needs: the probe with both
+#                               loaders, the BPF toolchain (its reference programs),
+#                               and Debian's bpfcc-tools (BCC's own runqlat, the
+#                               outside reference)
 #
 # Everything it installs is listed here so a fresh machine needs nothing done by hand.
 set -euo pipefail
@@ -20,12 +24,14 @@ WANT_PROBE=0
 WANT_BCC=0
 WANT_BUILD=0
 WANT_TEST=0
+WANT_BENCH=0
 for arg in "$@"; do
   case "$arg" in
     --probe) WANT_PROBE=1 ;;
     --build-bpf) WANT_BUILD=1 ;;
     --test) WANT_TEST=1; WANT_PROBE=1; WANT_BCC=1; WANT_BUILD=1 ;;
-    *) echo "setup.sh: unknown option $arg (use --probe, --build-bpf, --test)" >&2; exit 2 ;;
+    --bench) WANT_BENCH=1; WANT_PROBE=1; WANT_BCC=1; WANT_BUILD=1 ;;
+    *) echo "setup.sh: unknown option $arg (use --probe, --build-bpf, --test, --bench)" >&2; exit 2 ;;
   esac
 done
 
@@ -115,5 +121,8 @@ if [ "$WANT_TEST" -eq 1 ]; then
       fi
     done
   fi
+fi
+if [ "$WANT_BENCH" -eq 1 ]; then
+  apt_install bpfcc-tools || log "bpfcc-tools not installed (needs root): bench/probe_bench.py skips runqlat"
 fi
 log "ok: venv at $VENV"
