@@ -211,17 +211,19 @@ def walk(
     victim and bully must be sampled and blamed apart, not as that container's.
     """
     try:
-        root_ino = os.stat(v2_root).st_ino
+        root = os.stat(v2_root)
     except OSError as e:
         if on_unlisted is not None:
             on_unlisted("/", e)
         return
-    yield CgroupRef(id=root_ino, path="/", kind=CgroupKind.ROOT, tracked=False)
+    yield CgroupRef(id=root.st_ino, path="/", kind=CgroupKind.ROOT, tracked=False)
     classifier = classifier or classify
     # Depth first with an explicit stack, not recursion: a tree may be deeper than
     # Python's recursion limit (the kernel's only bound is the path length).
     skip = frozenset(subtrees)
-    stack = [iter(_child_dirs(v2_root, "", on_unlisted, skip))]
+    top = _child_dirs(v2_root, "", on_unlisted)
+    counts = _counts_subdirs(root.st_nlink, top)
+    stack = [iter([d for d in top if d.rel not in skip])]
     while stack:
         entry = next(stack[-1], None)
         if entry is None:
@@ -236,19 +238,30 @@ def walk(
         if not tracked:
             stack.append(iter(_child_dirs(entry.abs, path, on_unlisted, skip)))
         elif descendants:
-            yield from _walk_owned(entry, kind, k8s, skip)
-    for top in sorted(skip):
-        yield from _walk_subtree(v2_root, top)
+            yield from _walk_owned(entry, kind, k8s, skip, counts)
+    for sub in sorted(skip):
+        yield from _walk_subtree(v2_root, sub, counts)
 
 
-def _walk_subtree(v2_root: str, top: str) -> Iterator[CgroupRef]:
+def _counts_subdirs(nlink: int, children: Collection[_Dir]) -> bool:
+    """Whether this mount's directory link counts are 2 + the number of
+    subdirectories, shown on the root just listed. kernfs (cgroup2) and tmpfs keep
+    them so; some filesystems a fixture tree may sit on do not (btrfs: always 1). Only
+    when shown may a directory with a link count of 2 be taken as a leaf unlisted
+    (_descendants). A root with no child proves nothing (2 could be a constant), and
+    a child made or removed between the stat and the listing fails the check: that
+    walk lists every directory, as before."""
+    return bool(children) and nlink == 2 + len(children)
+
+
+def _walk_subtree(v2_root: str, top: str, counts: bool = False) -> Iterator[CgroupRef]:
     """One of walk()'s ``subtrees``: nothing when it does not exist (yet, or any more)."""
     try:
         ino = os.stat(os.path.join(v2_root, top.lstrip("/"))).st_ino
     except OSError:
         return
     yield CgroupRef(id=ino, path=top, kind=CgroupKind.OTHER, tracked=False)
-    for d, leaf in _descendants(os.path.join(v2_root, top.lstrip("/")), top, frozenset()):
+    for d, leaf in _descendants(os.path.join(v2_root, top.lstrip("/")), top, frozenset(), counts):
         yield CgroupRef(id=d.ino, path=d.rel, kind=CgroupKind.OTHER, tracked=leaf)
 
 
@@ -282,22 +295,39 @@ def _child_dirs(
 
 
 def _walk_owned(
-    top: _Dir, kind: CgroupKind, k8s: K8sCgroup | None, skip: frozenset[str]
+    top: _Dir, kind: CgroupKind, k8s: K8sCgroup | None, skip: frozenset[str], counts: bool
 ) -> Iterator[CgroupRef]:
     """The sub-cgroups of the tracked cgroup ``top`` (any order), owned by it."""
-    for d, _leaf in _descendants(top.abs, top.rel, skip):
+    for d, _leaf in _descendants(top.abs, top.rel, skip, counts):
         yield CgroupRef(id=d.ino, path=d.rel, kind=kind, tracked=False, k8s=k8s, owner=top.ino)
 
 
-def _descendants(abs_dir: str, rel: str, skip: frozenset[str]) -> Iterator[tuple[_Dir, bool]]:
+def _descendants(
+    abs_dir: str, rel: str, skip: frozenset[str], counts: bool = False
+) -> Iterator[tuple[_Dir, bool]]:
     """Every directory below ``abs_dir`` (any order, without recursion), each with
-    whether it is a leaf."""
-    stack = _child_dirs(abs_dir, rel, None, skip)
+    whether it is a leaf. ``counts`` (_counts_subdirs): a directory whose link count
+    is 2 has no subdirectory and is not listed; one lstat instead of listing its ~30
+    control files (with the probe on, every container is visited so)."""
+    stack = _subdirs(abs_dir, rel, skip, counts)
     while stack:
         d = stack.pop()
-        below = _child_dirs(d.abs, d.rel, None, skip)
+        below = _subdirs(d.abs, d.rel, skip, counts)
         yield d, not below
         stack.extend(below)
+
+
+def _subdirs(abs_dir: str, rel: str, skip: frozenset[str], counts: bool) -> list[_Dir]:
+    """_child_dirs, but a directory whose link count is 2 where ``counts`` is not
+    listed: it has no subdirectory. Only exactly 2 is trusted (a count that cannot be
+    had, e.g. the directory vanished, lists it, and the listing says)."""
+    if counts:
+        try:
+            if os.lstat(abs_dir).st_nlink == 2:
+                return []
+        except OSError:
+            pass
+    return _child_dirs(abs_dir, rel, None, skip)
 
 
 def _has_child_dir(path: str) -> bool:

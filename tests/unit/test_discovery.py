@@ -380,3 +380,97 @@ def test_subtrees_are_walked_as_their_own_below_a_tracked_container(tmp_path: Pa
     without_probe = {r.path for r in walk(str(tmp_path), subtrees=[mine]) if r.tracked}
     assert {f"{mine}/victim", f"{mine}/bully", scope} <= without_probe
     assert [r.path for r in walk(str(tmp_path), subtrees=["/gone"]) if r.path == "/gone"] == []
+
+
+# -- the link-count shortcut (a leaf's link count is 2 where the mount keeps them) --
+
+CONTROL_FILES = ("cgroup.procs", "cpu.stat", "memory.current")
+
+
+def _nlink_tree(root: Path) -> None:
+    """A node with two containers: one a leaf, one with sub-cgroups of its own."""
+    for rel in (f"{BURST}/cri-containerd-{CID}.scope", f"{BEST}/cri-containerd-{CID}.scope"):
+        (root / rel.lstrip("/")).mkdir(parents=True)
+    (root / BEST.lstrip("/") / f"cri-containerd-{CID}.scope" / "sub" / "deeper").mkdir(parents=True)
+    for d in [root, *(p for p in root.rglob("*") if p.is_dir())]:
+        for f in CONTROL_FILES:
+            (d / f).write_text("")
+
+
+class _Os:
+    """discovery's ``os``, seen through: the directories it lists are recorded, and
+    with ``nlink`` set every stat says that link count (a filesystem that lies)."""
+
+    def __init__(self, nlink: int | None = None) -> None:
+        self.listed: list[str] = []
+        self.nlink = nlink
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(os, name)
+
+    def scandir(self, path: str) -> object:
+        self.listed.append(str(path))
+        return os.scandir(path)
+
+    def _stat(self, st: os.stat_result) -> object:
+        if self.nlink is None:
+            return st
+        return type("St", (), {"st_ino": st.st_ino, "st_nlink": self.nlink})()
+
+    def stat(self, path: str) -> object:
+        return self._stat(os.stat(path))
+
+    def lstat(self, path: str) -> object:
+        return self._stat(os.lstat(path))
+
+
+def _listed(monkeypatch: pytest.MonkeyPatch, nlink: int | None = None) -> list[str]:
+    """The directories discovery lists from now on."""
+    fake = _Os(nlink)
+    monkeypatch.setattr("exporter.cgroupfs.discovery.os", fake)
+    return fake.listed
+
+
+def _refs(root: Path) -> set[CgroupRef]:
+    return set(walk(str(root), descendants=True))
+
+
+def test_leaves_are_not_listed_where_link_counts_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _nlink_tree(tmp_path)
+    if os.stat(tmp_path / "kubepods.slice").st_nlink != 4:  # 2 + its two QoS slices
+        pytest.skip("the test directory's filesystem does not keep directory link counts")
+    listed = _listed(monkeypatch)
+    refs = _refs(tmp_path)
+    leaf = f"/cri-containerd-{CID}.scope"
+    owned = {r.path for r in refs if r.owner is not None}
+    assert owned == {f"{BEST}{leaf}/sub", f"{BEST}{leaf}/sub/deeper"}
+    # The leaf container and the deepest sub-cgroup were not listed; the rest were.
+    assert str(tmp_path / BURST.lstrip("/") / leaf.lstrip("/")) not in listed
+    assert str(tmp_path / BEST.lstrip("/") / leaf.lstrip("/") / "sub" / "deeper") not in listed
+    assert str(tmp_path / BEST.lstrip("/") / leaf.lstrip("/") / "sub") in listed
+    # The same cgroups as a walk that lists every directory.
+    monkeypatch.setattr("exporter.cgroupfs.discovery._counts_subdirs", lambda n, c: False)
+    assert _refs(tmp_path) == refs
+
+
+def test_every_directory_is_listed_where_link_counts_are_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on btrfs (a directory's link count always 1), and on a mount whose counts
+    happen to be 2 everywhere: the root's count disproves them, so nothing is skipped."""
+    _nlink_tree(tmp_path)
+    expected = _refs(tmp_path)
+    for fake in (1, 2):
+        listed = _listed(monkeypatch, nlink=fake)
+        assert _refs(tmp_path) == expected
+        every = {str(tmp_path)} | {str(p) for p in tmp_path.rglob("*") if p.is_dir()}
+        assert set(listed) == every
+
+
+def test_a_root_without_children_proves_nothing() -> None:
+    from exporter.cgroupfs.discovery import _counts_subdirs
+
+    assert not _counts_subdirs(2, [])
+    assert not _counts_subdirs(1, [object(), object()])  # type: ignore[list-item]
