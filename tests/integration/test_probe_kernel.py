@@ -221,8 +221,11 @@ def test_a_wait_migrated_while_queued_is_split_across_both_cpus(
     v = wv.children[0]
     time.sleep(1.0)
 
+    # Up to five trials from up to sixteen attempts: an attempt is dropped whenever the
+    # victim ran before it could be moved or a second wait ended before the poll, which
+    # on a slower or busier machine can be most of them.
     trials: list[dict[str, float]] = []
-    for _ in range(8):
+    for _ in range(16):
         if len(trials) == 5 or wv.remaining() < 4.0:
             break
         os.sched_setaffinity(v, {cpu_a})
@@ -268,23 +271,26 @@ def test_a_wait_migrated_while_queued_is_split_across_both_cpus(
     wait = sum(t["wait_s"] for t in trials)
     blamed_a = sum(t["blame_a_s"] for t in trials)
     blamed = blamed_a + sum(t["blame_b_s"] for t in trials)
-    truth, share = on_a / wait, blamed_a / blamed
+    truth, share = on_a / max(wait, 1e-9), blamed_a / max(blamed, 1e-9)
     print(f"{loader}: A's share of the hogs' blame {share:.3f}, of the wait (kernel) {truth:.3f}")
-    assert on_a >= 0.02 * len(trials), "the victim hardly waited on CPU a before the move"
+    seen = f"on CPU a {on_a:.4f} s of {wait:.4f} s waited, blamed A {blamed_a:.4f} s; {trials}"
+    # A wait on CPU a is one or more of hog A's slices: 13-65 ms seen here; below 10 ms
+    # on average the 5 ms a trial of slack below would make the per-CPU bounds empty.
+    assert on_a >= 0.01 * len(trials), f"the victim hardly waited on CPU a: {seen}"
     # The histogram still records each wait whole (not only its part on CPU b).
     probe_wait = sum(t["probe_wait_s"] for t in trials)
-    assert 0.85 * wait <= probe_wait <= 1.2 * wait, (probe_wait, wait)
+    assert 0.85 * wait <= probe_wait <= 1.2 * wait, f"probe {probe_wait:.4f} s: {seen}"
     # The hogs are among what it waited behind (on this shared machine, other jobs too).
-    assert blamed >= 0.15 * wait, (blamed, wait)
+    assert blamed >= 0.15 * wait, f"the hogs were blamed {blamed:.4f} s: {seen}"
     # Per CPU: A ran only on CPU a, B only on CPU b, so neither may be blamed for more
     # than the victim waited on its CPU (5 % and 5 ms a move for the clocks); other
     # jobs on this shared machine take part of each CPU, so A's blame is only required
     # to be a fifth of the wait on CPU a (it was 0 before the hook: all on CPU b).
     slack = 0.005 * len(trials)
-    assert blamed_a <= 1.05 * on_a + slack, (blamed_a, on_a, trials)
-    assert blamed - blamed_a <= 1.05 * (wait - on_a) + slack, (blamed - blamed_a, wait - on_a)
-    assert blamed_a >= 0.2 * on_a, (blamed_a, on_a, share, truth, trials)
-    assert all(t["migrated"] >= 1 for t in trials), trials
+    assert blamed_a <= 1.05 * on_a + slack, f"A blamed beyond its CPU: {seen}"
+    assert blamed - blamed_a <= 1.05 * (wait - on_a) + slack, f"B blamed beyond its CPU: {seen}"
+    assert blamed_a >= 0.2 * on_a, f"A's share {share:.3f}, the kernel's {truth:.3f}: {seen}"
+    assert all(t["migrated"] >= 1 for t in trials), f"a move the probe did not see: {seen}"
 
 
 def cpu_jiffies(cpu: int) -> tuple[int, int]:
