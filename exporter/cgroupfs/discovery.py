@@ -254,7 +254,7 @@ def _counts_subdirs(nlink: int, children: Collection[_Dir]) -> bool:
     return bool(children) and nlink == 2 + len(children)
 
 
-def _walk_subtree(v2_root: str, top: str, counts: bool = False) -> Iterator[CgroupRef]:
+def _walk_subtree(v2_root: str, top: str, counts: bool) -> Iterator[CgroupRef]:
     """One of walk()'s ``subtrees``: nothing when it does not exist (yet, or any more)."""
     try:
         ino = os.stat(os.path.join(v2_root, top.lstrip("/"))).st_ino
@@ -303,7 +303,7 @@ def _walk_owned(
 
 
 def _descendants(
-    abs_dir: str, rel: str, skip: frozenset[str], counts: bool = False
+    abs_dir: str, rel: str, skip: frozenset[str], counts: bool
 ) -> Iterator[tuple[_Dir, bool]]:
     """Every directory below ``abs_dir`` (any order, without recursion), each with
     whether it is a leaf. ``counts`` (_counts_subdirs): a directory whose link count
@@ -318,9 +318,9 @@ def _descendants(
 
 
 def _subdirs(abs_dir: str, rel: str, skip: frozenset[str], counts: bool) -> list[_Dir]:
-    """_child_dirs, but a directory whose link count is 2 where ``counts`` is not
-    listed: it has no subdirectory. Only exactly 2 is trusted (a count that cannot be
-    had, e.g. the directory vanished, lists it, and the listing says)."""
+    """_child_dirs, but where ``counts``, a directory whose link count is 2 is not
+    listed: it has no subdirectory. Any other count, or an lstat that fails (the
+    directory vanished), lists it as before."""
     if counts:
         try:
             if os.lstat(abs_dir).st_nlink == 2:
