@@ -4,9 +4,11 @@
 # .ci/run runs, as root, on a clean clone:
 #
 #   setup                 scripts/setup.sh --test
-#   then the VM lane (scripts/vm-test.sh: the vm-marked tests in a pure cgroup v2 guest,
-#   qemu TCG, about one CPU for ten minutes) in the background, its output in vm.log,
-#   beside the lanes that are not timing-sensitive:
+#   then the VM lanes (scripts/vm-test.sh: the vm-marked tests in pure cgroup v2 guests,
+#   qemu TCG, one host CPU each at most), two guests side by side in the background,
+#   "VM lane (labs)" (--part labs, in vm-labs/) and "VM lane (agent)" (--part agent: the
+#   probe, sampler and image tests, in vm/), each output in its vm.log, beside the
+#   lanes that are not timing-sensitive:
 #     image build (core)  scripts/build-image.sh --flavor core, once, for the guest (its
 #                         image tests run last and wait for it) and the host's image
 #                         tests (root only)
@@ -16,24 +18,26 @@
 #     any load            pytest tests/integration tests/e2e -m any_load: real-kernel
 #                         and end-to-end tests whose verdicts hold on a busy machine
 #     kernel (lab CPU)    pytest tests/integration -m lab_cpu: real-kernel tests whose
-#                         scenes run on the last CPU only, the VM and the harness
+#                         scenes run on the last CPU only, the VMs and the harness
 #                         confined to the others meanwhile (2 CPUs or more)
-#   and once it is done, on a quiet machine, the real-kernel lanes:
+#   and once they are done, on a quiet machine, the real-kernel lanes:
 #     kernel, e2e         pytest tests/integration, tests/e2e, -m "not any_load" (and
 #                         not lab_cpu, where that lane ran)
 #
 # A lane that fails does not stop the others; the exit status is non-zero if any failed.
 # pytest's "no tests collected" (5) is a failure in every lane. Results go to
 # $CONTENTION_TEST_RESULTS (default build/test-results/, emptied first): each pytest
-# lane's junit file, vm/ (the VM lane's lane.json, the guest's junit.xml, vm.log),
+# lane's junit file, vm/ and vm-labs/ (each VM lane's lane.json, its guest's junit.xml,
+# vm.log),
 # lanes.tsv (each lane's start, end and status) and lanes.md (the table below, as
 # markdown: python -m tests.support.lane_report DIR prints it again).
 #
 # Run as root: the kernel tests create cgroups and load BPF, the image is built with
 # mmdebstrap (as another user they skip, saying why). With arguments it runs one host
 # pytest with them instead of the host lanes (lane "pytest (selection)", e.g.
-# ./scripts/test.sh -k throttl, or -m 'not kernel'), then the VM lane.
-# CONTENTION_VM_LANE=0 leaves the VM lane out of a developer's run (never under CI).
+# ./scripts/test.sh -k throttl, or -m 'not kernel'), then the VM lane, one guest for
+# all its tests. CONTENTION_VM_LANE=0 leaves the VM lanes out of a developer's run
+# (never under CI).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT" || exit 1
@@ -124,22 +128,28 @@ confine() {
   for pid in "$@"; do taskset -a -p -c "$cpus" "$pid" >/dev/null 2>&1 || true; done
 }
 
-# The tests whose scenes run on the last CPU only (marker lab_cpu), beside the VM lane's
-# end once the other beside lanes are done: the VM lane's processes and this harness
+# vm_processes: every process below the VM lanes still running
+vm_processes() {
+  local pid
+  for pid in "${VM_PIDS[@]}"; do descendants "$pid"; done
+}
+
+# The tests whose scenes run on the last CPU only (marker lab_cpu), beside the VM lanes'
+# end once the other beside lanes are done: the VM lanes' processes and this harness
 # are confined to the other CPUs, so the labs have the last one to themselves
-# ($CONTENTION_LAB_CPU, labs.scenarios.lab_cpu); the VM lane gets every CPU back after.
+# ($CONTENTION_LAB_CPU, labs.scenarios.lab_cpu); the VM lanes get every CPU back after.
 lab_cpu_tests() {
   local all others last rc pids=()
   all="$(taskset -c -p $$ | sed 's/.*: //')"
   last="$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')"
   others="$(python3 -c 'import os; print(",".join(map(str, sorted(os.sched_getaffinity(0))[:-1])))')"
-  [ -z "$VM_PID" ] || mapfile -t pids < <(descendants "$VM_PID")
+  mapfile -t pids < <(vm_processes)
   confine "$others" "${pids[@]}"
   env CONTENTION_LAB_CPU="$last" taskset -c "$others" pytest tests/integration \
     --junitxml="$RESULTS/kernel (lab CPU).xml" -o junit_suite_name="kernel (lab CPU)" \
     -m "lab_cpu and not any_load"
   rc=$?
-  [ -z "$VM_PID" ] || mapfile -t pids < <(descendants "$VM_PID")
+  mapfile -t pids < <(vm_processes)
   confine "$all" "${pids[@]}"
   return "$rc"
 }
@@ -174,40 +184,55 @@ build_core_image() {
 ci="$(printf '%s' "${CI:-}" | tr '[:upper:]' '[:lower:]')"
 vm_wanted() { [ "${CONTENTION_VM_LANE:-1}" != 0 ] || [[ "$ci" =~ ^(true|1|yes)$ ]]; }
 
-# The VM lane in the background: its output to vm.log, its end time to .lane-end.
-VM_PID=""
+# The VM lane in the background, as two guests side by side (tests/vm/lane.py --part):
+# "VM lane (labs)" in vm-labs/, "VM lane (agent)" in vm/. Single-threaded TCG emulates a
+# guest on one host CPU; the labs' guest mostly waits for whole minutes, the agent's is
+# CPU-bound, so the two share the machine with the lanes beside them (docs/testing.md).
+# Each keeps its output in its vm.log and its end time in .lane-end.
+VM_PIDS=()
+VM_NAMES=()
+VM_DIRS=()
+VM_STARTS=()
 vm_start() {
-  mkdir -p "$VMDIR"
-  VM_START="$(now)"
-  step "VM lane: pure cgroup v2 guest (scripts/vm-test.sh), in the background: $VMDIR/vm.log"
+  local name="$1" dir="$2"
+  shift 2
+  mkdir -p "$dir"
+  VM_NAMES+=("$name")
+  VM_DIRS+=("$dir")
+  VM_STARTS+=("$(now)")
+  step "$name: pure cgroup v2 guest (scripts/vm-test.sh $*), in the background: $dir/vm.log"
   (
     child=""
     trap '[ -n "$child" ] && kill -TERM "$child" 2>/dev/null; wait' TERM INT
-    bash scripts/vm-test.sh --results "$VMDIR" "$@" &
+    bash scripts/vm-test.sh --results "$dir" "$@" &
     child=$!
     wait "$child"
     rc=$?
-    printf '%s\t%s\n' "$rc" "$(now)" >"$VMDIR/.lane-end"
+    printf '%s\t%s\n' "$rc" "$(now)" >"$dir/.lane-end"
     exit "$rc"
-  ) >"$VMDIR/vm.log" 2>&1 &
-  VM_PID=$!
+  ) >"$dir/vm.log" 2>&1 &
+  VM_PIDS+=("$!")
 }
 
 vm_wait() {
-  local rc end
-  step "waiting for the VM lane"
-  wait "$VM_PID"
-  rc=$?
-  VM_PID=""
-  end="$(cut -f2 "$VMDIR/.lane-end" 2>/dev/null || now)"
-  if [ "$rc" -eq 0 ]; then
-    step "VM lane output ($VMDIR/vm.log)"
-    cat "$VMDIR/vm.log"
-  else
-    step "VM lane FAILED (exit $rc); the end of its output (all of it: $VMDIR/vm.log)"
-    tail -n 300 "$VMDIR/vm.log"
-  fi
-  record "VM lane" "$VM_START" "$end" "$rc" vm vm
+  local i rc end name dir
+  for i in "${!VM_PIDS[@]}"; do
+    name="${VM_NAMES[$i]}"
+    dir="${VM_DIRS[$i]}"
+    step "waiting for $name"
+    wait "${VM_PIDS[$i]}"
+    rc=$?
+    end="$(cut -f2 "$dir/.lane-end" 2>/dev/null || now)"
+    if [ "$rc" -eq 0 ]; then
+      step "$name output ($dir/vm.log)"
+      cat "$dir/vm.log"
+    else
+      step "$name FAILED (exit $rc); the end of its output (all of it: $dir/vm.log)"
+      tail -n 300 "$dir/vm.log"
+    fi
+    record "$name" "${VM_STARTS[$i]}" "$end" "$rc" vm "$(basename "$dir")"
+  done
+  VM_PIDS=()
 }
 
 # A foreground VM lane (with arguments: after the selection, as before)
@@ -222,10 +247,10 @@ vm_foreground() {
 }
 
 on_signal() {
-  if [ -n "$VM_PID" ]; then
-    echo "test.sh: interrupted; stopping the VM lane (pid $VM_PID)" >&2
-    kill -TERM "$VM_PID" 2>/dev/null
-    wait "$VM_PID"
+  if [ "${#VM_PIDS[@]}" -gt 0 ]; then
+    echo "test.sh: interrupted; stopping the VM lanes (pids ${VM_PIDS[*]})" >&2
+    kill -TERM "${VM_PIDS[@]}" 2>/dev/null
+    wait "${VM_PIDS[@]}"
   fi
   exit 130
 }
@@ -247,13 +272,18 @@ else
   image_tests=()
   if [ "$(id -u)" -ne 0 ]; then
     left_out "image build (core)" "not root: the image and VM lanes skip" step
-    if vm_wanted; then vm_start; else left_out "VM lane" CONTENTION_VM_LANE=0 vm; fi
+    if vm_wanted; then
+      vm_start "VM lane" "$VMDIR"
+    else
+      left_out "VM lane" CONTENTION_VM_LANE=0 vm
+    fi
   else
     # The image is built beside the VM's boot: the guest runs its image tests last and
     # waits for $IMAGE.status (tests/vm/lane.py --image-pending).
     rm -f "$IMAGE.status"
     if vm_wanted; then
-      vm_start --image-pending "$IMAGE"
+      vm_start "VM lane (labs)" "$RESULTS/vm-labs" --part labs
+      vm_start "VM lane (agent)" "$VMDIR" --part agent --image-pending "$IMAGE"
     else
       left_out "VM lane" CONTENTION_VM_LANE=0 vm
     fi
@@ -287,7 +317,7 @@ else
     quiet_kernel="not any_load and not lab_cpu"
   fi
 
-  [ -z "$VM_PID" ] || vm_wait
+  [ "${#VM_PIDS[@]}" -eq 0 ] || vm_wait
   rm -rf "$IMAGE" "$IMAGE.status"
   # Real-kernel lanes last, alone: timing-sensitive, they need a quiet machine.
   pytest_lane kernel tests/integration CONTENTION_CLOSED_LOOP_OBSERVED="$RESULTS/closed-loop.json" \

@@ -5,12 +5,13 @@
 ``DIR`` is the run's results directory (``build/test-results/`` by default,
 ``$CONTENTION_TEST_RESULTS``). ``scripts/test.sh`` writes there, for each lane it runs,
 one line of ``lanes.tsv`` (see :func:`parse_records`), each pytest lane's
-``--junitxml`` file, and the VM lane's ``--results`` directory (``lane.json``, the
-guest's ``junit.xml``, ``vm.log``). This prints:
+``--junitxml`` file, and each VM lane's ``--results`` directory (``lane.json``, the
+guest's ``junit.xml``, ``vm.log``; two lanes, one guest each, in a full run). This
+prints:
 
-* the lanes: wall time (m:ss and seconds) and status of each, the VM lane split into
+* the lanes: wall time (m:ss and seconds) and status of each, each VM lane split into
   its set-up, boot and guest parts (from its ``lane.json``), which lanes ran beside
-  which (the VM lane runs in the background), and the whole run's wall time;
+  which (the VM lanes run in the background), and the whole run's wall time;
 * the slowest tests over every junit file, host lanes and the guest's.
 
 and writes both as markdown to ``DIR/lanes.md``. Standard library only: it runs with
@@ -34,6 +35,17 @@ MARKDOWN = "lanes.md"
 EXIT_NO_TESTS = 5  # pytest: no tests collected (a failure in every lane)
 TOP = 25
 VM_SETUP, VM_BOOT, VM_GUEST = "VM setup+image", "VM boot", "VM guest"
+
+
+def vm_names(lane: str) -> tuple[str, str, str]:
+    """The rows of a VM lane: set-up, boot, guest; a lane of one part of the guest's tests
+    (``VM lane (labs)``) gets its part in each (``VM guest (labs)``)."""
+    part = lane[len("VM lane") :].strip() if lane.startswith("VM lane") else ""
+    if not part:
+        return VM_SETUP, VM_BOOT, VM_GUEST
+    return f"{VM_SETUP} {part}", f"{VM_BOOT} {part}", f"{VM_GUEST} {part}"
+
+
 SLOWEST_HEADER = (
     "slowest tests (junit time: setup + call + teardown of each test together, "
     "the three phases pytest --durations lists apart)"
@@ -157,13 +169,15 @@ def vm_rows(rec: Record, summary: Mapping[str, Any] | None, others: Sequence[str
     ``wall_s``, ``image``, ``reason``, ``skipped``): set-up and image, the guest's boot,
     the guest's tests (its wall time less the boot). Without a ``lane.json`` (the lane
     was left out, or did not reach the guest), one row with the lane's own wall time."""
+    lane_row = rec.name if rec.name.startswith("VM lane") else "VM lane"
     if rec.rc is None:
-        return [Row("VM lane", None, "left out", rec.path)]
-    lane_note = f"VM lane {fmt_time(rec.seconds)} in all"
+        return [Row(lane_row, None, "left out", rec.path)]
+    setup_row, boot_row, guest_row = vm_names(rec.name)
+    lane_note = f"{lane_row} {fmt_time(rec.seconds)} in all"
     if others:
         lane_note += ", in the background beside: " + ", ".join(others)
     if summary is not None and summary.get("skipped"):
-        return [Row("VM lane", rec.seconds, f"skipped: {summary['skipped']}", lane_note)]
+        return [Row(lane_row, rec.seconds, f"skipped: {summary['skipped']}", lane_note)]
     wall = _num(summary, "wall_s") if summary is not None else None
     if summary is None or wall is None:
         st = status(rec)
@@ -171,7 +185,7 @@ def vm_rows(rec: Record, summary: Mapping[str, Any] | None, others: Sequence[str
             st = "skipped (see vm.log)"
         why = str(summary.get("reason") or "") if summary is not None else "no lane.json"
         note = "; ".join(x for x in (why, lane_note) if x)
-        return [Row("VM lane", rec.seconds, st, note)]
+        return [Row(lane_row, rec.seconds, st, note)]
     prepare = (_num(summary, "prepare_s") or 0.0) + (_num(summary, "image_s") or 0.0)
     image = str(summary.get("image", ""))
     setup_note = "" if image in ("", "built") else f"no image: {image}"
@@ -183,9 +197,9 @@ def vm_rows(rec: Record, summary: Mapping[str, Any] | None, others: Sequence[str
     if reason:
         guest_note = f"{reason}; {guest_note}"
     return [
-        Row(VM_SETUP, prepare, "done", setup_note),
-        Row(VM_BOOT, boot, "done" if boot is not None else "did not boot", boot_note),
-        Row(VM_GUEST, wall - (boot or 0.0), status(rec), guest_note),
+        Row(setup_row, prepare, "done", setup_note),
+        Row(boot_row, boot, "done" if boot is not None else "did not boot", boot_note),
+        Row(guest_row, wall - (boot or 0.0), status(rec), guest_note),
     ]
 
 
@@ -211,7 +225,7 @@ def rows(
         notes = []
         vm = [o for o in over[rec.name] if o in vm_lanes]
         if vm:
-            notes.append("beside the VM lane")
+            notes.append("beside the VM lane" + ("s" if len(vm) > 1 else ""))
         if rec.kind == "pytest" and has_junit is not None and not has_junit.get(rec.name):
             notes.append("no junit file")
         out.append(Row(rec.name, rec.seconds, status(rec), "; ".join(notes)))
@@ -344,7 +358,7 @@ def load(results: Path, top: int = TOP) -> Report:
         path = results / rec.path
         if rec.kind == "vm":
             summaries[rec.name] = _read_json(path / "lane.json")
-            times += _junit(path / "junit.xml", VM_GUEST) or []
+            times += _junit(path / "junit.xml", vm_names(rec.name)[2]) or []
         elif rec.kind == "pytest":
             found = _junit(path, rec.name)
             has_junit[rec.name] = found is not None

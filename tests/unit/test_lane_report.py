@@ -220,3 +220,24 @@ def test_results_inside_the_shared_trees_go_through_a_copy(tmp_path: Path) -> No
     assert lane.inside_shares(str(guest.ROOT / "build" / "test-results" / "vm"))
     assert lane.inside_shares(str(guest.ROOT))
     assert not lane.inside_shares(str(tmp_path))
+
+
+def test_two_vm_lanes_one_guest_each_named_by_their_part() -> None:
+    text = (
+        "#started\t0\n"
+        "VM lane (labs)\t10.0\t500.0\t0\tvm\tvm-labs\n"
+        "VM lane (agent)\t11.0\t400.0\t1\tvm\tvm\n"
+        "unit\t20.0\t200.0\t0\tpytest\tunit.xml\n"
+    )
+    _, recs = lr.parse_records(text)
+    labs = dict(LANE_JSON, wall_s=480.0, boot_s=10.0, part="labs")
+    agent = dict(LANE_JSON, wall_s=380.0, boot_s=9.0, part="agent")
+    rows = lr.rows(recs, {"VM lane (labs)": labs, "VM lane (agent)": agent}, {"unit": True})
+    by = {r.lane: r for r in rows}
+    assert by["VM guest (labs)"].seconds == 470.0 and by["VM guest (labs)"].status == "passed"
+    assert by["VM guest (agent)"].seconds == 371.0
+    assert by["VM guest (agent)"].status == "FAILED (exit 1)"
+    assert "VM lane (labs) 8:10 in all" in by["VM guest (labs)"].note
+    assert "VM boot (labs)" in by and "VM setup+image (agent)" in by
+    assert by["unit"].note == "beside the VM lanes"
+    assert lr.vm_names("VM lane") == (lr.VM_SETUP, lr.VM_BOOT, lr.VM_GUEST)

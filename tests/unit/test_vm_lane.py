@@ -100,3 +100,22 @@ def test_a_failed_or_missing_build_is_handed_over_as_its_reason(tmp_path: Path) 
     env = lane.hand_over_image(str(image), str(results), timeout_s=0.0)
     assert "did not end within 0s" in env["CONTENTION_VM_IMAGE_ERROR"]
     assert "did not end" in (results / lane.PENDING_ENV).read_text()
+
+
+def test_the_two_parts_run_every_guest_test_file_once() -> None:
+    """scripts/test.sh runs the guest's tests as two parts in two guests: a test file in
+    neither would silently never run in CI, one in both would run twice."""
+    files = sorted(
+        str(p.relative_to(guest.ROOT)) for p in (guest.ROOT / "tests/vm").glob("test_*.py")
+    )
+    halves = [f for part in ("labs", "agent") for f in lane.PARTS[part]]
+    assert sorted(halves) == files
+    assert lane.PARTS["all"] == ("tests/vm",)
+    assert {"all", "agent"} == lane.IMAGE_PARTS  # the image's tests are in the agent's part
+    assert "tests/vm/test_v2_image.py" in lane.PARTS["agent"]
+
+
+def test_a_part_is_selected_after_the_vm_marker() -> None:
+    argv = lane.guest_pytest("/r", ["-k", "x"], "labs")
+    i = argv.index("vm")
+    assert argv[i - 1 : i + 4] == ["-m", "vm", "tests/vm/test_v2_labs.py", "-k", "x"]

@@ -30,6 +30,7 @@ when it cannot.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shlex
 import shutil
@@ -117,7 +118,11 @@ def prepare(packages: Sequence[str] = ()) -> Kernel:
     if packages:
         argv += ["--packages", " ".join(packages)]
     try:
-        res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=None, text=True, timeout=900)
+        # Two lanes starting together (scripts/test.sh's two guests) install in turn.
+        CACHE.parent.mkdir(parents=True, exist_ok=True)
+        with open(CACHE.parent / "vm-setup.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=None, text=True, timeout=900)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise GuestUnavailable(f"{SETUP_SCRIPT.name} failed: {e}") from e
     if res.returncode != 0:

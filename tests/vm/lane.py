@@ -1,12 +1,15 @@
 """The VM lane: the ``vm``-marked tests, run by pytest inside a pure cgroup v2 guest.
 
-    python -m tests.vm.lane [--memory 1G] [--cpus 2] [--timeout 900] [-- PYTEST ARGS]
+    python -m tests.vm.lane [--part all|labs|agent] [--memory 1G] [--cpus 2]
+                            [--timeout 1200] [-- PYTEST ARGS]
 
 (``scripts/vm-test.sh`` is the same with the project's venv.) Builds the container
 image on the host first (``scripts/build-image.sh``, core flavour; the guest has no
 network) for the guest's container test, then boots the guest of :mod:`tests.vm.guest`
 with a scratch disk, runs ``pytest -m vm tests/vm`` there (plus any pytest arguments
-given), shows the guest's output live, and exits with the guest pytest's status.
+given; ``--part`` runs one of the two halves :data:`PARTS` names, which
+``scripts/test.sh`` runs in two guests at once), shows the guest's output live, and
+exits with the guest pytest's status.
 pytest's "no tests collected" (5) is a failure here. ``--no-image`` skips the build (the
 container test then skips, saying so); a build that fails is reported to that test,
 which skips with the reason, or fails under CI. ``--image DIR`` uses an image already
@@ -41,7 +44,23 @@ from pathlib import Path
 
 from tests.vm import guest
 
-SELECTION = ["-m", "vm", "tests/vm"]
+SELECTION = ["-m", "vm"]
+# The guest's tests, whole or in two parts that scripts/test.sh runs in two guests side
+# by side: single-threaded TCG emulates a guest on one host CPU, and one guest running
+# every test in turn took two thirds of its bound (docs/testing.md, "The VM lane"). The
+# labs wait for whole wall-clock minutes; the agent's tests (the probe, the sampler, the
+# image) are CPU-bound. Every test file is in exactly one part (tests/unit checks it).
+PARTS: dict[str, tuple[str, ...]] = {
+    "all": ("tests/vm",),
+    "labs": ("tests/vm/test_v2_labs.py",),
+    "agent": (
+        "tests/vm/test_v2_probe.py",
+        "tests/vm/test_v2_sampler.py",
+        "tests/vm/test_v2_image.py",
+    ),
+}
+# The parts that run the image's tests (the others need no image).
+IMAGE_PARTS = frozenset({"all", "agent"})
 EXIT_NO_TESTS = 5
 # What the guest's container test needs beyond the lane's own packages.
 GUEST_PACKAGES = ("runc",)
@@ -54,8 +73,9 @@ def _ci() -> bool:
     return os.environ.get("CI", "").lower() in ("true", "1", "yes")
 
 
-def guest_pytest(results: str, extra: list[str]) -> list[str]:
-    """The command the guest runs: this venv's pytest on the VM selection. Plugin
+def guest_pytest(results: str, extra: list[str], part: str = "all") -> list[str]:
+    """The command the guest runs: this venv's pytest on the VM selection (one part of
+    it: :data:`PARTS`). Plugin
     autoload is off (the Kubernetes plugins cost a minute of TCG time to import and the
     selection needs none of them); pytest-timeout is loaded by name."""
     return [
@@ -74,6 +94,7 @@ def guest_pytest(results: str, extra: list[str]) -> list[str]:
         "--durations=20",  # a slow fixture told apart from a slow test
         f"--junitxml={os.path.join(results, 'junit.xml')}",
         *SELECTION,
+        *PARTS[part],
         *extra,
     ]
 
@@ -177,6 +198,14 @@ def _parser() -> argparse.ArgumentParser:
         help="scripts/build-image.sh --out DIR runs beside the boot; DIR.status, written when "
         "it ends, holds its exit status (then why it failed): the guest's image tests, run "
         "last, wait for it",
+    )
+    ap.add_argument(
+        "--part",
+        choices=sorted(PARTS),
+        default="all",
+        help="the guest's tests: all (default), or one of the two parts scripts/test.sh "
+        "runs in two guests side by side: labs (tests/vm/test_v2_labs.py) or agent (the "
+        "probe, sampler and image tests); labs needs no image",
     )
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     return ap
@@ -323,8 +352,11 @@ def main(argv: list[str] | None = None) -> int:
         "CI": os.environ.get("CI", ""),
     }
     _seccomp(results, env)
+    needs_image = args.part in IMAGE_PARTS
+    if not needs_image:
+        args.image_pending = None
     t = time.monotonic()
-    image_dir = None if args.image_pending else _image(args, env)
+    image_dir = None if args.image_pending or not needs_image else _image(args, env)
     image_s = time.monotonic() - t
     handed: dict[str, str] = {}
     hand_over = _hand_over_in_background(args, results, env, handed)
@@ -339,11 +371,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"==> VM lane: Linux {kernel.release}, {args.cpus} CPUs, {args.memory} RAM, "
-        f"TCG (no KVM); selection: pytest {' '.join(SELECTION + args.pytest_args)}",
+        f"TCG (no KVM); selection: pytest "
+        f"{' '.join([*SELECTION, *PARTS[args.part], *args.pytest_args])}",
         flush=True,
     )
     try:
-        res, boots = _run(spec, guest_pytest(results, args.pytest_args), results)
+        res, boots = _run(spec, guest_pytest(results, args.pytest_args, args.part), results)
     finally:
         if image_dir is not None:
             shutil.rmtree(image_dir, ignore_errors=True)
@@ -356,9 +389,12 @@ def main(argv: list[str] | None = None) -> int:
             results = args.results
     summary = {
         "kernel": kernel.release,
+        "part": args.part,
         "prepare_s": round(prepared, 1),
         "image_s": round(image_s, 1),
-        "image": {**env, **handed}.get("CONTENTION_VM_IMAGE_ERROR", "built"),
+        "image": {**env, **handed}.get("CONTENTION_VM_IMAGE_ERROR", "built")
+        if needs_image
+        else "",  # this part has no image tests
         "wall_s": round(res.wall_s, 1),
         "boot_s": res.boot_s,
         "status": res.status,
