@@ -12,9 +12,12 @@ generated rules → Alertmanager → webhook, all inside the VM lane's guest.
   stopped and the refaults with them, and the service is no longer throttled. The wait
   for those minutes is spent on ``memory-limit-thrash-stalled`` (another thrasher under
   its own limit, in cgroups and a file of its own), so the fixed labs keep running from
-  one test to the next (:class:`MemoryFix`) and
-  :func:`test_memory_limit_thrash_closed_loop` judges them;
-* ``memory-pressure`` runs alone: it makes the whole guest short of memory.
+  one test to the next (:class:`MemoryFix`); :func:`test_memory_limit_thrash_closed_loop`
+  judges memory, :func:`test_throttled_steady_closed_loop` the CPU fix a minute later
+  (its two-minute window against memory's one-minute sustain);
+* ``memory-pressure`` runs alone: it makes the whole guest short of memory (beside the
+  CPU closed loop's last minute, the fixed service queued behind its reclaim: CPU some
+  29 %, judged ``cpu-contended``, also with its workloads on the other CPU).
 
 For each: the **exact** expected findings in ``/findings`` (kind, victim, culprit,
 severity), the same alerts at the webhook with every label (``severity`` the kind's;
@@ -42,7 +45,7 @@ from exporter.findings.thresholds import Thresholds
 from labs.cgroups import LabLayout
 from labs.closed_loop import Applied, apply_finding, judged_clear_at
 from labs.exporter_proc import ExporterProcess
-from labs.memory import MemoryLab, MemoryLabRun, get_memory_lab
+from labs.memory import MemoryLabRun, get_memory_lab
 from labs.scenarios import (
     LAB_CONTAINER,
     LAB_NAMESPACE,
@@ -306,7 +309,8 @@ class MemoryFix:
     them (the stalled lab runs in between): their runs stay open in ``stack`` until
     :func:`test_memory_limit_thrash_closed_loop` closes them, or the module ends."""
 
-    stack: ExitStack = field(default_factory=ExitStack)
+    stack: ExitStack = field(default_factory=ExitStack)  # both runs, closed last
+    memory_stack: ExitStack = field(default_factory=ExitStack)  # the thrasher's run
     run: MemoryLabRun | None = None
     row: dict[str, Any] = field(default_factory=dict)
     applied: Applied | None = None
@@ -330,6 +334,7 @@ def test_the_chain_is_up_in_the_guest(exporter: ExporterProcess, chain: Chain) -
 def memory_fix() -> Iterator[MemoryFix]:
     fix = MemoryFix()
     with fix.stack:
+        fix.stack.enter_context(fix.memory_stack)
         yield fix
 
 
@@ -353,7 +358,7 @@ def test_throttled_and_memory_limit_thrash(
     steady_lab = get_lab("throttled-steady")
     mem_lab = get_memory_lab("memory-limit-thrash")
     t0 = time.time()
-    mem = memory_fix.stack.enter_context(
+    mem = memory_fix.memory_stack.enter_context(
         MemoryLabRun(mem_lab, MEMORY_FIX_LAB_S, scratch, metadata=metadata, layout=v2_layout)
     )
     try:
@@ -558,12 +563,14 @@ def test_memory_limit_thrash_stalled(
 
 @pytest.mark.timeout(CLOSED_LOOP_S + 120)
 def test_memory_limit_thrash_closed_loop(
-    exporter: ExporterProcess, observed: Observed, lab_thresholds: Thresholds, memory_fix: MemoryFix
+    exporter: ExporterProcess,
+    observed: Observed,
+    lab_thresholds: Thresholds,
+    memory_fix: MemoryFix,
 ) -> None:
-    """memory.max raised to memory-limit-thrash's suggestion and cpu.max to
-    throttled-steady's (by test_throttled_and_memory_limit_thrash, the stalled lab run
-    since): both findings clear, the refaults stop and the service is no longer
-    throttled. The labs stop here, before memory-pressure."""
+    """memory.max raised to memory-limit-thrash's suggestion (by
+    test_throttled_and_memory_limit_thrash, the stalled lab run since): the finding
+    clears and the refaults stop. The thrasher stops here."""
     th = lab_thresholds
     try:
         if memory_fix.run is None or memory_fix.cpu is None:
@@ -571,18 +578,35 @@ def test_memory_limit_thrash_closed_loop(
         app = memory_fix.run.cgroups["app"]
         assert app.pids(), "the fixed lab's app ended before the closed loop could judge it"
         loop = memory_closed_loop(exporter, memory_fix, th)
-        cpu_loop = cpu_closed_loop(exporter, memory_fix.cpu, th)
     finally:
-        memory_fix.stack.close()
+        memory_fix.memory_stack.close()
     observed.data["memory-limit-thrash-closed-loop"] = loop
-    observed.data["throttled-steady-closed-loop"] = cpu_loop
     observed.save()
-    print(json.dumps({"memory": loop, "cpu": cpu_loop}, indent=1))
+    print(json.dumps(loop, indent=1))
     assert not loop["findings_after"], loop
     since, tail = loop["kernel_since_fix"]["app"], loop["kernel_last_20s"]["app"]
     assert since["limit_hits_per_min"] == 0 and since["oom_kills"] == 0, loop
     assert tail["refaults_per_min"] < th.refault_per_min, loop
     assert tail["psi_some"] < th.mem_stall_some, loop
+
+
+@pytest.mark.timeout(CLOSED_LOOP_S + 120)
+def test_throttled_steady_closed_loop(
+    exporter: ExporterProcess, observed: Observed, lab_thresholds: Thresholds, memory_fix: MemoryFix
+) -> None:
+    """cpu.max raised to throttled-steady's suggestion (with memory-limit-thrash's fix):
+    once its window began after the fix, the finding is gone and the service is no
+    longer throttled. The service stops here, before memory-pressure."""
+    th = lab_thresholds
+    try:
+        if memory_fix.cpu is None:
+            pytest.fail("no fix to judge: test_throttled_and_memory_limit_thrash did not apply one")
+        cpu_loop = cpu_closed_loop(exporter, memory_fix.cpu, th)
+    finally:
+        memory_fix.stack.close()
+    observed.data["throttled-steady-closed-loop"] = cpu_loop
+    observed.save()
+    print(json.dumps(cpu_loop, indent=1))
     fix = memory_fix.cpu.applied
     assert fix.setting == "cpu_limit" and fix.written == {"cpu.max": f"{fix.value * 100} 100000"}
     assert not cpu_loop["findings_after"], cpu_loop
@@ -601,7 +625,7 @@ def test_memory_pressure(
 ) -> None:
     scratch = os.environ.get("CONTENTION_VM_SCRATCH")
     assert scratch, "the guest has no scratch disk"
-    lab: MemoryLab = get_memory_lab("memory-pressure")
+    lab = get_memory_lab("memory-pressure")
     t0 = time.time()
     with MemoryLabRun(lab, LAB_TIMEOUT + 60, scratch, metadata=metadata, layout=v2_layout) as run:
         state = await_labs(
