@@ -7,9 +7,8 @@ three modes:
 
 * ``anon --mib N``: N MiB of anonymous memory, every page written once, then held
   (with no swap, as on a Kubernetes node, it cannot be reclaimed);
-* ``scan --file F --mib N --rate-mib R [--pattern seq|random] [--reuse]``: creates F
-  (N MiB, on a disk-backed file system) from inside the cgroup (with ``--reuse``, an F
-  of N MiB made beforehand, by :func:`make_file`, is kept), drops it from the page cache,
+* ``scan --file F --mib N --rate-mib R [--pattern seq|random]``: creates F (N MiB, on
+  a disk-backed file system) from inside the cgroup, drops it from the page cache,
   reads it once, then at R MiB/s: front to back again and again (``seq``), or one
   page at a time anywhere in it (``random``). When N is more than the cgroup (or the node) can
   cache, pages read again were evicted since their last read: refaults, counted in
@@ -76,8 +75,7 @@ def _anon(mib: int, deadline: float) -> dict[str, object]:
     return {"mode": "anon", "mib": mib}
 
 
-def make_file(path: str, mib: int) -> None:
-    """``path``: ``mib`` MiB of random bytes on disk, none of them left in the page cache."""
+def _make_file(path: str, mib: int) -> None:
     block = os.urandom(MIB)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
@@ -91,25 +89,12 @@ def make_file(path: str, mib: int) -> None:
         os.close(fd)
 
 
-def _cold(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
-def _scan(
-    path: str, mib: int, rate_mib: float, pattern: str, deadline: float, reuse: bool = False
-) -> dict[str, object]:
+def _scan(path: str, mib: int, rate_mib: float, pattern: str, deadline: float) -> dict[str, object]:
     """Read the whole file once, unpaced (so the cache is as full of it as it can be
     from the start), then at ``rate_mib``: ``seq`` front to back in 256 KiB reads,
     ``random`` one 4 KiB page at a time anywhere in it, ``mmap`` one page anywhere in
     a read-only mapping of it (a hot working set: what was evicted is wanted again)."""
-    if reuse and os.path.isfile(path) and os.path.getsize(path) == mib * MIB:
-        _cold(path)
-    else:
-        make_file(path, mib)
+    _make_file(path, mib)
     size = mib * MIB
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     mapped: mmap.mmap | None = None
@@ -214,7 +199,6 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--mib", type=int, required=True)
     s.add_argument("--rate-mib", type=float, required=True)
     s.add_argument("--pattern", choices=("seq", "random", "mmap"), default="seq")
-    s.add_argument("--reuse", action="store_true")
     f = sub.add_parser("fill")
     f.add_argument("--reserve-mib", type=int, required=True)
     f.add_argument("--max-mib", type=int, required=True)
@@ -226,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "anon":
         result = _anon(args.mib, deadline)
     elif args.mode == "scan":
-        result = _scan(args.file, args.mib, args.rate_mib, args.pattern, deadline, args.reuse)
+        result = _scan(args.file, args.mib, args.rate_mib, args.pattern, deadline)
     else:
         result = _fill(args.reserve_mib, args.max_mib, deadline)
     if args.result:

@@ -53,7 +53,6 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from ._memory_worker import make_file
 from .cgroups import (
     PREFIX,
     LabCgroup,
@@ -249,25 +248,6 @@ MEMORY_LABS: dict[str, MemoryLab] = {
 }
 
 
-def scan_file(lab: MemoryLab, box: MemBox, scratch: str) -> str:
-    """Where ``box``'s scanned file lives on the scratch file system."""
-    return os.path.join(scratch, f"{lab.parent_name}-{box.role}.data")
-
-
-def make_scan_files(lab: MemoryLab, scratch: str) -> list[str]:
-    """Write ``lab``'s scanned files now, out of its cgroups and none of them left in the
-    page cache, for a :class:`MemoryLabRun` started later to read (its scans then skip
-    writing them: a lab that must start fast, or its first minute is lost). Returns
-    their paths; the run removes them when it stops (remove them yourself otherwise)."""
-    out = []
-    for b in lab.boxes:
-        if b.scan_mib:
-            path = scan_file(lab, b, scratch)
-            make_file(path, b.scan_mib)
-            out.append(path)
-    return out
-
-
 def get_memory_lab(name: str) -> MemoryLab:
     try:
         return MEMORY_LABS[name]
@@ -424,9 +404,9 @@ class MemoryLabRun:
         if b.anon_mib:
             out.append(spawn_memory(cg, ["anon", "--mib", str(b.anon_mib)], self.seconds))
         if b.scan_mib:
-            path = scan_file(self.lab, b, self.scratch)
+            path = os.path.join(self.scratch, f"{self.lab.parent_name}-{b.role}.data")
             self.files.append(path)
-            args = ["scan", "--file", path, "--mib", str(b.scan_mib), "--reuse"]
+            args = ["scan", "--file", path, "--mib", str(b.scan_mib)]
             args += ["--rate-mib", f"{b.scan_rate_mib:g}", "--pattern", b.scan_pattern]
             out.append(spawn_memory(cg, args, self.seconds))
         if b.read_mib_per_s is not None:

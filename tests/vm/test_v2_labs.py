@@ -31,10 +31,8 @@ through the guest's shared filesystem; they listen on the guest's 127.0.0.1.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
@@ -44,10 +42,10 @@ from typing import Any, Protocol
 import pytest
 
 from exporter.findings.thresholds import Thresholds
-from labs.cgroups import LabError, LabLayout
+from labs.cgroups import LabLayout
 from labs.closed_loop import Applied, apply_finding, judged_clear_at
 from labs.exporter_proc import ExporterProcess
-from labs.memory import MemoryLabRun, get_memory_lab, make_scan_files
+from labs.memory import MemoryLabRun, get_memory_lab
 from labs.scenarios import (
     LAB_CONTAINER,
     LAB_NAMESPACE,
@@ -320,53 +318,10 @@ class MemoryFix:
     cpu: CpuFix | None = None
 
 
-@dataclass
-class PressureFiles:
-    """memory-pressure's data file, written in a thread while the chain starts (no lab
-    runs then), so that the lab, started minutes later, is at full pressure early in its
-    first minute: written as the lab starts, it took 15-28 s of it under TCG, and that
-    minute came out too light to judge (the lab then waited for a second one)."""
-
-    thread: threading.Thread
-    paths: list[str] = field(default_factory=list)
-    error: str = ""
-
-    def wait(self) -> None:
-        self.thread.join()
-        if self.error:
-            pytest.fail(f"memory-pressure's data file: {self.error}")
-
-
-@pytest.fixture(scope="module")
-def pressure_files() -> Iterator[PressureFiles]:
-    scratch = os.environ.get("CONTENTION_VM_SCRATCH")
-
-    def write() -> None:
-        try:
-            if not scratch:
-                raise LabError("the guest has no scratch disk")
-            files.paths = make_scan_files(get_memory_lab("memory-pressure"), scratch)
-        except (LabError, OSError) as e:
-            files.error = str(e)
-
-    files = PressureFiles(threading.Thread(target=write, name="pressure-files", daemon=True))
-    files.thread.start()
-    try:
-        yield files
-    finally:
-        files.thread.join()
-        for path in files.paths:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-
-
-def test_the_chain_is_up_in_the_guest(
-    pressure_files: PressureFiles, exporter: ExporterProcess, chain: Chain
-) -> None:
+def test_the_chain_is_up_in_the_guest(exporter: ExporterProcess, chain: Chain) -> None:
     """Prometheus scrapes the guest's exporter, lists the Alertmanager and has the rule
     pack loaded, before any lab relies on them (starting the chain under TCG is most of
-    this test's time, which the first lab's time no longer hides; memory-pressure's data
-    file is written meanwhile: :class:`PressureFiles`)."""
+    this test's time, which the first lab's time no longer hides)."""
     up = chain.query(f'up{{job="{JOB}"}}')
     assert [float(r["value"][1]) for r in up] == [1.0], up
     loaded = chain.loaded_rules()
@@ -667,12 +622,10 @@ def test_memory_pressure(
     v2_layout: LabLayout,
     observed: Observed,
     lab_thresholds: Thresholds,
-    pressure_files: PressureFiles,
 ) -> None:
     scratch = os.environ.get("CONTENTION_VM_SCRATCH")
     assert scratch, "the guest has no scratch disk"
     lab = get_memory_lab("memory-pressure")
-    pressure_files.wait()
     t0 = time.time()
     with MemoryLabRun(lab, LAB_TIMEOUT + 60, scratch, metadata=metadata, layout=v2_layout) as run:
         state = await_labs(
