@@ -37,13 +37,14 @@ TOP = 25
 VM_SETUP, VM_BOOT, VM_GUEST = "VM setup+image", "VM boot", "VM guest"
 
 
-def vm_names(lane: str) -> tuple[str, str, str]:
-    """The rows of a VM lane: set-up, boot, guest; a lane of one part of the guest's tests
-    (``VM lane (labs)``) gets its part in each (``VM guest (labs)``)."""
+def vm_names(lane: str) -> tuple[str, str, str, str]:
+    """The rows of a VM lane: the lane's own (when it has no others), set-up, boot,
+    guest; a lane of one part of the guest's tests (``VM lane (labs)``) gets its part in
+    each (``VM guest (labs)``)."""
     part = lane[len("VM lane") :].strip() if lane.startswith("VM lane") else ""
     if not part:
-        return VM_SETUP, VM_BOOT, VM_GUEST
-    return f"{VM_SETUP} {part}", f"{VM_BOOT} {part}", f"{VM_GUEST} {part}"
+        return "VM lane", VM_SETUP, VM_BOOT, VM_GUEST
+    return lane, f"{VM_SETUP} {part}", f"{VM_BOOT} {part}", f"{VM_GUEST} {part}"
 
 
 SLOWEST_HEADER = (
@@ -169,10 +170,9 @@ def vm_rows(rec: Record, summary: Mapping[str, Any] | None, others: Sequence[str
     ``wall_s``, ``image``, ``reason``, ``skipped``): set-up and image, the guest's boot,
     the guest's tests (its wall time less the boot). Without a ``lane.json`` (the lane
     was left out, or did not reach the guest), one row with the lane's own wall time."""
-    lane_row = rec.name if rec.name.startswith("VM lane") else "VM lane"
+    lane_row, setup_row, boot_row, guest_row = vm_names(rec.name)
     if rec.rc is None:
         return [Row(lane_row, None, "left out", rec.path)]
-    setup_row, boot_row, guest_row = vm_names(rec.name)
     lane_note = f"{lane_row} {fmt_time(rec.seconds)} in all"
     if others:
         lane_note += ", in the background beside: " + ", ".join(others)
@@ -358,7 +358,7 @@ def load(results: Path, top: int = TOP) -> Report:
         path = results / rec.path
         if rec.kind == "vm":
             summaries[rec.name] = _read_json(path / "lane.json")
-            times += _junit(path / "junit.xml", vm_names(rec.name)[2]) or []
+            times += _junit(path / "junit.xml", vm_names(rec.name)[3]) or []
         elif rec.kind == "pytest":
             found = _junit(path, rec.name)
             has_junit[rec.name] = found is not None

@@ -240,4 +240,4 @@ def test_two_vm_lanes_one_guest_each_named_by_their_part() -> None:
     assert "VM lane (labs) 8:10 in all" in by["VM guest (labs)"].note
     assert "VM boot (labs)" in by and "VM setup+image (agent)" in by
     assert by["unit"].note == "beside the VM lanes"
-    assert lr.vm_names("VM lane") == (lr.VM_SETUP, lr.VM_BOOT, lr.VM_GUEST)
+    assert lr.vm_names("VM lane") == ("VM lane", lr.VM_SETUP, lr.VM_BOOT, lr.VM_GUEST)

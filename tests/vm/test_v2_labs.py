@@ -306,8 +306,10 @@ class CpuFix:
 class MemoryFix:
     """memory-limit-thrash's lab with its suggested limit applied, and throttled-steady's
     (:class:`CpuFix`), handed from the test that applies them to the one that judges
-    them (the stalled lab runs in between): their runs stay open in ``stack`` until
-    :func:`test_memory_limit_thrash_closed_loop` closes them, or the module ends."""
+    them (the stalled lab runs in between): the thrasher's run stays open in
+    ``memory_stack`` until :func:`test_memory_limit_thrash_closed_loop` closes it, the
+    service's in ``stack`` until :func:`test_throttled_steady_closed_loop` closes both,
+    or the module ends."""
 
     stack: ExitStack = field(default_factory=ExitStack)  # both runs, closed last
     memory_stack: ExitStack = field(default_factory=ExitStack)  # the thrasher's run
