@@ -15,11 +15,12 @@
 #     lint+types          ruff check, ruff format --check, mypy
 #     generated files     scripts/check-generated.sh
 #     unit, fuzz, image   pytest tests/unit, tests/fuzz, tests/image
-#     any load            pytest tests/integration tests/e2e -m any_load: real-kernel
-#                         and end-to-end tests whose verdicts hold on a busy machine
 #     kernel (lab CPU)    pytest tests/integration -m lab_cpu: real-kernel tests whose
 #                         scenes run on the last CPU only, the VMs and the harness
-#                         confined to the others meanwhile (2 CPUs or more)
+#                         confined to the others meanwhile (2 CPUs or more), with
+#     any load            pytest tests/integration tests/e2e -m any_load (real-kernel
+#                         and end-to-end tests whose verdicts hold on a busy machine)
+#                         beside it, on the other CPUs, its output in "any load.log"
 #   and once they are done, on a quiet machine, the real-kernel lanes:
 #     kernel, e2e         pytest tests/integration, tests/e2e, -m "not any_load" (and
 #                         not lab_cpu, where that lane ran)
@@ -134,24 +135,67 @@ vm_processes() {
   for pid in "${VM_PIDS[@]}"; do descendants "$pid"; done
 }
 
-# The tests whose scenes run on the last CPU only (marker lab_cpu), beside the VM lanes'
-# end once the other beside lanes are done: the VM lanes' processes and this harness
-# are confined to the other CPUs, so the labs have the last one to themselves
-# ($CONTENTION_LAB_CPU, labs.scenarios.lab_cpu); the VM lanes get every CPU back after.
-lab_cpu_tests() {
-  local all others last rc pids=()
+# The tests whose scenes run on the last CPU only (marker lab_cpu), with the "any load"
+# lane beside them on the other CPUs: once the lanes beside the VM lanes are done, the VM
+# lanes' processes (if still running), this harness and the any-load lane are confined to
+# the other CPUs, so the labs have the last one to themselves ($CONTENTION_LAB_CPU,
+# labs.scenarios.lab_cpu); the VM lanes get every CPU back after. The any-load tests'
+# verdicts hold on a busy machine, and what they start inherits the confinement
+# (lab_cpu() and the self-test pick from the CPUs they are allowed).
+lab_cpu_and_any_load() {
+  local all others last pids=()
   all="$(taskset -c -p $$ | sed 's/.*: //')"
   last="$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')"
   others="$(python3 -c 'import os; print(",".join(map(str, sorted(os.sched_getaffinity(0))[:-1])))')"
   mapfile -t pids < <(vm_processes)
   confine "$others" "${pids[@]}"
-  env CONTENTION_LAB_CPU="$last" taskset -c "$others" pytest tests/integration \
+  beside_start "any load" taskset -c "$others" pytest tests/integration tests/e2e -m any_load \
+    --junitxml="$RESULTS/any load.xml" -o junit_suite_name="any load"
+  lane "kernel (lab CPU)" pytest "kernel (lab CPU).xml" \
+    env CONTENTION_LAB_CPU="$last" taskset -c "$others" pytest tests/integration \
     --junitxml="$RESULTS/kernel (lab CPU).xml" -o junit_suite_name="kernel (lab CPU)" \
     -m "lab_cpu and not any_load"
-  rc=$?
+  beside_wait
   mapfile -t pids < <(vm_processes)
   confine "$all" "${pids[@]}"
-  return "$rc"
+}
+
+# beside_start NAME COMMAND...: one pytest lane in the background, its output in
+# $RESULTS/NAME.log (shown once it ends); beside_wait waits for it and records it
+BESIDE_PID=""
+BESIDE_NAME=""
+BESIDE_START=""
+beside_start() {
+  BESIDE_NAME="$1"
+  shift
+  step "$BESIDE_NAME, in the background: $RESULTS/$BESIDE_NAME.log"
+  BESIDE_START="$(now)"
+  (
+    child=""
+    trap '[ -n "$child" ] && kill -TERM "$child" 2>/dev/null; wait' TERM INT
+    "$@" &
+    child=$!
+    wait "$child"
+    rc=$?
+    printf '%s\t%s\n' "$rc" "$(now)" >"$RESULTS/.$BESIDE_NAME.end"
+    exit "$rc"
+  ) >"$RESULTS/$BESIDE_NAME.log" 2>&1 &
+  BESIDE_PID="$!"
+}
+
+beside_wait() {
+  [ -n "$BESIDE_PID" ] || return 0
+  local rc end
+  step "waiting for $BESIDE_NAME"
+  wait "$BESIDE_PID"
+  rc=$?
+  end="$(cut -f2 "$RESULTS/.$BESIDE_NAME.end" 2>/dev/null || now)"
+  step "$BESIDE_NAME output ($RESULTS/$BESIDE_NAME.log)"
+  cat "$RESULTS/$BESIDE_NAME.log"
+  [ "$rc" -ne 5 ] || echo "pytest collected no tests: that is a failure here" >&2
+  [ "$rc" -eq 0 ] || echo "==> lane $BESIDE_NAME FAILED (exit $rc)" >&2
+  record "$BESIDE_NAME" "$BESIDE_START" "$end" "$rc" pytest "$BESIDE_NAME.xml"
+  BESIDE_PID=""
 }
 
 build_image_once() {
@@ -247,6 +291,10 @@ vm_foreground() {
 }
 
 on_signal() {
+  if [ -n "$BESIDE_PID" ]; then
+    kill -TERM "$BESIDE_PID" 2>/dev/null
+    wait "$BESIDE_PID"
+  fi
   if [ "${#VM_PIDS[@]}" -gt 0 ]; then
     echo "test.sh: interrupted; stopping the VM lanes (pids ${VM_PIDS[*]})" >&2
     kill -TERM "${VM_PIDS[@]}" 2>/dev/null
@@ -309,12 +357,13 @@ else
   pytest_lane fuzz tests/fuzz
   pytest_lane image tests/image "${image_tests[@]}"
   # The real-kernel and end-to-end tests whose verdicts hold on a busy machine (marker
-  # any_load: cleanup, counters, leaks, scrape and routing) use the CPU the guest leaves.
-  pytest_lane "any load" tests/integration -- tests/e2e -m any_load
+  # any_load: cleanup, counters, leaks, scrape and routing), beside the lab-CPU lane.
   quiet_kernel="not any_load"
   if [ "$(python3 -c 'import os; print(len(os.sched_getaffinity(0)))')" -ge 2 ]; then
-    lane "kernel (lab CPU)" pytest "kernel (lab CPU).xml" lab_cpu_tests
+    lab_cpu_and_any_load
     quiet_kernel="not any_load and not lab_cpu"
+  else
+    pytest_lane "any load" tests/integration -- tests/e2e -m any_load
   fi
 
   [ "${#VM_PIDS[@]}" -eq 0 ] || vm_wait

@@ -226,6 +226,9 @@ def rows(
         vm = [o for o in over[rec.name] if o in vm_lanes]
         if vm:
             notes.append("beside the VM lane" + ("s" if len(vm) > 1 else ""))
+        host = [o for o in over[rec.name] if o not in vm_lanes]
+        if host:
+            notes.append("beside " + ", ".join(host))
         if rec.kind == "pytest" and has_junit is not None and not has_junit.get(rec.name):
             notes.append("no junit file")
         out.append(Row(rec.name, rec.seconds, status(rec), "; ".join(notes)))

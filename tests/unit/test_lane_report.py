@@ -241,3 +241,19 @@ def test_two_vm_lanes_one_guest_each_named_by_their_part() -> None:
     assert "VM boot (labs)" in by and "VM setup+image (agent)" in by
     assert by["unit"].note == "beside the VM lanes"
     assert lr.vm_names("VM lane") == ("VM lane", lr.VM_SETUP, lr.VM_BOOT, lr.VM_GUEST)
+
+
+def test_host_lanes_side_by_side_name_each_other() -> None:
+    # scripts/test.sh runs "any load" in the background beside "kernel (lab CPU)"
+    text = (
+        "#started\t0\n"
+        "kernel (lab CPU)\t10.0\t150.0\t0\tpytest\tkernel (lab CPU).xml\n"
+        "any load\t9.0\t160.0\t0\tpytest\tany load.xml\n"
+        "kernel\t160.0\t500.0\t0\tpytest\tkernel.xml\n"
+    )
+    _, recs = lr.parse_records(text)
+    by = {r.lane: r for r in lr.rows(recs, {})}
+    assert by["any load"].note == "beside kernel (lab CPU)"
+    assert by["kernel (lab CPU)"].note == "beside any load"
+    assert by["kernel"].note == ""
+    assert [r.lane for r in lr.rows(recs, {})] == ["any load", "kernel (lab CPU)", "kernel"]
