@@ -7,8 +7,7 @@ rule → a webhook that records every notification (conftest.py says what is rep
 from where, and the pinned versions).
 
 For each real-kernel lab (run in slots of two labs at once, each pinned to a CPU of its
-own, but for contended, which needs every CPU: :data:`SLOTS`), and the workload lab (a
-Deployment whose pods churn):
+own: :data:`SLOTS`), and the workload lab (a Deployment whose pods churn):
 
 * the **exact** notifications arrive at the webhook — alert name, severity (the kind's,
   fixed), the finding's level (the ``level`` annotation, in Prometheus), the victim's
@@ -97,7 +96,8 @@ pytestmark = [pytest.mark.e2e]
 # "kernel" while the machine ran half a core of other work).
 SLOTS: tuple[tuple[str, ...], ...] = (
     ("throttled-with-neighbor", "throttled"),
-    ("noisy-neighbor", "weights"),
+    ("noisy-neighbor",),
+    ("weights",),
     ("contended",),
 )
 LAB_ORDER = tuple(n for slot in SLOTS for n in slot)
