@@ -54,13 +54,21 @@ def one(spec: Family, value: float, labels: Sequence[str] = ()) -> Metric:
 # ~17,000 samples a pass. Every field after the value is None.
 _make_sample = Sample._make
 _NO_EXTRAS = (None,) * (len(Sample._fields) - 3)
+# A counter family's sample name, one string for all its samples (not one each: the
+# published families are held while a pass is rendered). Bounded by the catalog.
+_COUNTER_SAMPLE_NAMES: dict[str, str] = {}
 
 
 def add(fam: Metric, labels: dict[str, str], value: float) -> None:
     """One sample of a gauge or counter family. ``labels`` becomes the sample's own
     (not copied: several samples of one cgroup share its identity labels); do not
     change it afterwards."""
-    name = fam.name + "_total" if fam.type == "counter" else fam.name
+    name = fam.name
+    if fam.type == "counter":
+        total = _COUNTER_SAMPLE_NAMES.get(name)
+        if total is None:
+            total = _COUNTER_SAMPLE_NAMES[name] = name + "_total"
+        name = total
     fam.samples.append(_make_sample((name, labels, value, *_NO_EXTRAS)))
 
 
