@@ -121,7 +121,7 @@ class WindowFolds:
         """Keep ``minutes`` complete minutes (the newest, when there are more)."""
         self.minutes = minutes
         for cw in (*self._windows.values(), *self._departed.values()):
-            cw.folds = deque(cw.folds, maxlen=minutes)
+            cw.folds = _newest(cw.folds, minutes)
         self._node_folds = deque(self._node_folds, maxlen=minutes)
 
     # -- per cgroup -----------------------------------------------------------------
@@ -166,7 +166,6 @@ class WindowFolds:
                 cgroup_id=cgroup_id,
                 cpu_limit_cores=cpu_limit_cores,
                 memory_limit_bytes=memory_limit_bytes,
-                folds=deque(maxlen=self.minutes),
                 first_seen=now,
             )
         else:
@@ -175,7 +174,7 @@ class WindowFolds:
             cw.memory_limit_bytes = memory_limit_bytes
         fold = self._current.get(cgroup_id)
         if fold is not None and fold.minute != minute:
-            cw.folds.append(fold)  # that minute is complete
+            cw.folds = _newest((*cw.folds, fold), self.minutes)  # that minute is complete
             fold = None
         if fold is None:
             fold = self._current[cgroup_id] = MinuteFold(minute=minute)
@@ -198,7 +197,7 @@ class WindowFolds:
             if cw is None or not cw.identity.workload:
                 continue
             if fold is not None:
-                cw.folds.append(fold)
+                cw.folds = _newest((*cw.folds, fold), self.minutes)
             cw.gone_at = now
             self._departed[gone] = cw
         oldest = now - 60 * (self.minutes + 1)
@@ -310,13 +309,18 @@ class WindowFolds:
         return w
 
 
+def _newest(folds: tuple[MinuteFold, ...], minutes: int) -> tuple[MinuteFold, ...]:
+    """The last ``minutes`` of ``folds`` (a deque's ``maxlen``, for a tuple)."""
+    return folds[len(folds) - minutes :] if len(folds) > minutes else folds
+
+
 def _copy(cw: ContainerWindow) -> ContainerWindow:
     return ContainerWindow(
         identity=cw.identity,
         cgroup_id=cw.cgroup_id,
         cpu_limit_cores=cw.cpu_limit_cores,
         memory_limit_bytes=cw.memory_limit_bytes,
-        folds=deque(cw.folds),
+        folds=cw.folds,
         first_seen=cw.first_seen,
         gone_at=cw.gone_at,
     )

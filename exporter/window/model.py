@@ -62,7 +62,9 @@ class ContainerWindow:
     cgroup_id: int
     cpu_limit_cores: float | None  # the quota in force (cgroup), else the spec's limit
     memory_limit_bytes: int | None
-    folds: deque[MinuteFold] = field(default_factory=deque)
+    # The complete minutes, oldest first: a tuple, replaced (never changed) when a
+    # minute completes, so the evaluator's copy of the window shares it.
+    folds: tuple[MinuteFold, ...] = ()
     # When the sampler first saw the cgroup (epoch seconds; 0: long ago). Nothing is
     # judged about a cgroup watched for less than sustainMinutes (docs/findings.md).
     first_seen: float = 0.0

@@ -59,7 +59,6 @@ minutes and PromQL's differences of cumulative counters are the same doubles.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,7 +194,7 @@ class Scenario:
                 cgroup_id=mem.cgroup_id,
                 cpu_limit_cores=mem.identity.cpu_limit_cores,
                 memory_limit_bytes=mem.identity.memory_limit_bytes,
-                folds=deque(
+                folds=tuple(
                     self._fold(name, m)
                     for m in keep
                     if m >= mem.start and (mem.end is None or m < mem.end)
@@ -210,7 +209,7 @@ class Scenario:
                     # holds its use through minute end - 2; the pass that found it gone
                     # folded nothing more (module docstring)
                     last = (mem.end - 1) * 60
-                    cw.folds = deque(f for f in cw.folds if f.minute < last)
+                    cw.folds = tuple(f for f in cw.folds if f.minute < last)
                     w.departed[mem.cgroup_id] = cw
                 continue
             w.containers[mem.cgroup_id] = cw

@@ -60,7 +60,7 @@ def fold(m: int, **kw: Any) -> MinuteFold:
 
 
 def cw(cid: int, identity: Identity, folds: list[MinuteFold]) -> ContainerWindow:
-    return ContainerWindow(identity, cid, identity.cpu_limit_cores, None, deque(folds))
+    return ContainerWindow(identity, cid, identity.cpu_limit_cores, None, tuple(folds))
 
 
 def stalled_victim(cid: int = 10, some: float = 15.0, **kw: Any) -> list[MinuteFold]:

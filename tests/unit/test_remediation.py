@@ -5,7 +5,6 @@ The agreement corpus (test_agreement.py) checks the same numbers against the rul
 from __future__ import annotations
 
 import json
-from collections import deque
 
 import pytest
 
@@ -41,7 +40,7 @@ def cw(
     ident = Identity(
         cgroup=f"/t/{name}", kind=CgroupKind.CONTAINER, namespace="ns", pod=name, container="c"
     )
-    return ContainerWindow(ident, sum(map(ord, name)) + 100, cpu, mem, deque(folds))
+    return ContainerWindow(ident, sum(map(ord, name)) + 100, cpu, mem, tuple(folds))
 
 
 def minutes(**series: float | None) -> list[MinuteFold]:
@@ -272,7 +271,7 @@ def member(
         cpu_request_cores=0.5,
         workload=workload,
     )
-    c = ContainerWindow(ident, sum(map(ord, name)) + 100, None, None, deque(folds))
+    c = ContainerWindow(ident, sum(map(ord, name)) + 100, None, None, tuple(folds))
     c.gone_at = gone_at
     return c
 
