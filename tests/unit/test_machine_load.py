@@ -3,7 +3,9 @@ fake /proc: who counts as the test, who as outside, and when the machine is busy
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -116,13 +118,19 @@ def test_measures_something():
 """
 
 # A busy loop outside the pytest process tree (its parent exits at once, so it is
-# re-parented to init), bounded to a few seconds.
+# re-parented to init) until the test ends it by its PID (printed), 30 s at most: the
+# inner pytest can take seconds to start on a loaded machine, and a loop of a fixed
+# 4 s was over before the inner test measured anything.
 BUSY_OUTSIDE = (
     "import os, time\n"
-    "if os.fork() == 0:\n"
-    "    end = time.monotonic() + 4.0\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    os.close(1)\n"  # the pipes the test reads end with its parent
+    "    os.close(2)\n"
+    "    end = time.monotonic() + 30.0\n"
     "    while time.monotonic() < end: pass\n"
     "    os._exit(0)\n"
+    "print(pid)\n"
 )
 
 
@@ -132,8 +140,22 @@ def test_a_failing_real_kernel_test_says_the_machine_was_busy(tmp_path: Path) ->
     (tmp_path / "test_inner.py").write_text(INNER)
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    subprocess.run([sys.executable, "-c", BUSY_OUTSIDE], check=True, timeout=10)
-    r = subprocess.run(
+    busy = subprocess.run(
+        [sys.executable, "-c", BUSY_OUTSIDE], check=True, timeout=10, capture_output=True
+    )
+    try:
+        r = _run_inner(tmp_path, env)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(busy.stdout), signal.SIGKILL)  # the loop this test started
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "NOTE: the machine was busy outside this test" in r.stdout, r.stdout
+    assert "real-kernel failures on a busy machine" in r.stdout, r.stdout
+    assert "python" in r.stdout.split("busiest outside:")[-1], r.stdout
+
+
+def _run_inner(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [
             sys.executable,
             "-m",
@@ -154,7 +176,3 @@ def test_a_failing_real_kernel_test_says_the_machine_was_busy(tmp_path: Path) ->
         env=env,
         cwd=tmp_path,
     )
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "NOTE: the machine was busy outside this test" in r.stdout, r.stdout
-    assert "real-kernel failures on a busy machine" in r.stdout, r.stdout
-    assert "python" in r.stdout.split("busiest outside:")[-1], r.stdout
