@@ -75,12 +75,35 @@ lane() {
   start="$(now)"
   "$@"
   rc=$?
-  if [ "$kind" = pytest ] && [ "$rc" -eq 5 ]; then
+  finished "$name" "$start" "$(now)" "$rc" "$kind" "$path"
+  LAST_RC="$rc"
+}
+
+# finished NAME START END RC KIND PATH: say how a lane ended and record it
+finished() {
+  if [ "$5" = pytest ] && [ "$4" -eq 5 ]; then
     echo "pytest collected no tests: that is a failure here" >&2
   fi
-  [ "$rc" -eq 0 ] || echo "==> lane $name FAILED (exit $rc)" >&2
-  record "$name" "$start" "$(now)" "$rc" "$kind" "$path"
-  LAST_RC="$rc"
+  [ "$4" -eq 0 ] || echo "==> lane $1 FAILED (exit $4)" >&2
+  record "$@"
+}
+
+# background ENDFILE LOG COMMAND...: COMMAND in the background (its PID in $!), its
+# output in LOG; once it ends, its exit status and end time go to ENDFILE (tab-separated).
+# TERM and INT reach it.
+background() {
+  local endfile="$1" log="$2"
+  shift 2
+  (
+    child=""
+    trap '[ -n "$child" ] && kill -TERM "$child" 2>/dev/null; wait' TERM INT
+    "$@" &
+    child=$!
+    wait "$child"
+    rc=$?
+    printf '%s\t%s\n' "$rc" "$(now)" >"$endfile"
+    exit "$rc"
+  ) >"$log" 2>&1 &
 }
 
 # left_out NAME WHY KIND: a lane not run, recorded with the reason
@@ -170,16 +193,7 @@ beside_start() {
   shift
   step "$BESIDE_NAME, in the background: $RESULTS/$BESIDE_NAME.log"
   BESIDE_START="$(now)"
-  (
-    child=""
-    trap '[ -n "$child" ] && kill -TERM "$child" 2>/dev/null; wait' TERM INT
-    "$@" &
-    child=$!
-    wait "$child"
-    rc=$?
-    printf '%s\t%s\n' "$rc" "$(now)" >"$RESULTS/.$BESIDE_NAME.end"
-    exit "$rc"
-  ) >"$RESULTS/$BESIDE_NAME.log" 2>&1 &
+  background "$RESULTS/.$BESIDE_NAME.end" "$RESULTS/$BESIDE_NAME.log" "$@"
   BESIDE_PID="$!"
 }
 
@@ -192,9 +206,7 @@ beside_wait() {
   end="$(cut -f2 "$RESULTS/.$BESIDE_NAME.end" 2>/dev/null || now)"
   step "$BESIDE_NAME output ($RESULTS/$BESIDE_NAME.log)"
   cat "$RESULTS/$BESIDE_NAME.log"
-  [ "$rc" -ne 5 ] || echo "pytest collected no tests: that is a failure here" >&2
-  [ "$rc" -eq 0 ] || echo "==> lane $BESIDE_NAME FAILED (exit $rc)" >&2
-  record "$BESIDE_NAME" "$BESIDE_START" "$end" "$rc" pytest "$BESIDE_NAME.xml"
+  finished "$BESIDE_NAME" "$BESIDE_START" "$end" "$rc" pytest "$BESIDE_NAME.xml"
   BESIDE_PID=""
 }
 
@@ -245,16 +257,7 @@ vm_start() {
   VM_DIRS+=("$dir")
   VM_STARTS+=("$(now)")
   step "$name: pure cgroup v2 guest (scripts/vm-test.sh $*), in the background: $dir/vm.log"
-  (
-    child=""
-    trap '[ -n "$child" ] && kill -TERM "$child" 2>/dev/null; wait' TERM INT
-    bash scripts/vm-test.sh --results "$dir" "$@" &
-    child=$!
-    wait "$child"
-    rc=$?
-    printf '%s\t%s\n' "$rc" "$(now)" >"$dir/.lane-end"
-    exit "$rc"
-  ) >"$dir/vm.log" 2>&1 &
+  background "$dir/.lane-end" "$dir/vm.log" bash scripts/vm-test.sh --results "$dir" "$@"
   VM_PIDS+=("$!")
 }
 
