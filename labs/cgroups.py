@@ -474,6 +474,16 @@ class LabCgroup:
     def cpu_pressure_total_usec(self, line: str = "some") -> int:
         return psi_total_usec(self.read("cpu.pressure"), line, f"{self.v2_dir}/cpu.pressure")
 
+    def quota_cores(self) -> float | None:
+        """The CPU limit in force, in cores (``cpu.max`` or v1 quota / period); None:
+        unlimited."""
+        if self.v1_cpu_dir is not None:
+            quota = int(self.read("cpu.cfs_quota_us", "cpu"))
+            period = int(self.read("cpu.cfs_period_us", "cpu"))
+            return None if quota < 0 else quota / period
+        quota_s, period_s = self.read("cpu.max").split()
+        return None if quota_s == "max" else int(quota_s) / int(period_s)
+
     def throttling(self) -> tuple[int, int, float]:
         """``(nr_periods, nr_throttled, throttled_seconds)`` from the kernel."""
         if self.v1_cpu_dir is not None:

@@ -157,7 +157,7 @@ class Scene:
     s0: Scrape
     s1: Scrape
     elapsed: float  # between the two scrapes' passes
-    kernel_throttle: dict[str, int]  # the kernel's cpu.stat deltas around the window
+    kernel_throttle: dict[str, float]  # the kernel's cpu.stat deltas around the window
 
 
 @pytest.fixture(scope="module")
@@ -187,10 +187,11 @@ def scene(exporter: ExporterProcess, v2_layout: LabLayout) -> Iterator[Scene]:
         first = _present(exporter, throttled.path)
         for cg in (low, high, memfiles):
             first = _present(exporter, cg.path)
-        k0 = flat_keyed(throttled.read("cpu.stat"))
+        k0, m0 = flat_keyed(throttled.read("cpu.stat")), time.monotonic()
         s0, s1, elapsed = _window(exporter, high.path, 10.0)
-        k1 = flat_keyed(throttled.read("cpu.stat"))
-        kd = {k: k1[k] - k0[k] for k in ("nr_periods", "nr_throttled", "throttled_usec")}
+        k1, m1 = flat_keyed(throttled.read("cpu.stat")), time.monotonic()
+        kd = {k: float(k1[k] - k0[k]) for k in ("nr_periods", "nr_throttled", "throttled_usec")}
+        kd["seconds"] = m1 - m0
         yield Scene(throttled, low, high, memfiles, first, s0, s1, elapsed, kd)
     finally:
         for cg in reversed(made):
@@ -221,11 +222,19 @@ def test_cpu_max_throttling(scene: Scene) -> None:
         f"over {elapsed:.1f}s: {cores * 1000:.0f}m, throttled in {throttled:.0f} of "
         f"{periods:.0f} periods ({throttled / max(periods, 1):.0%}), throttled "
         f"{throttled_s:.2f}s, PSI some {some / elapsed:.0%} full {full / elapsed:.0%}; "
-        f"kernel cpu.stat over the same time: nr_throttled +{kd['nr_throttled']} of "
-        f"+{kd['nr_periods']}, throttled_usec +{kd['throttled_usec']}"
+        f"kernel cpu.stat over {kd['seconds']:.1f}s around it: nr_throttled "
+        f"+{kd['nr_throttled']:.0f} of +{kd['nr_periods']:.0f}, throttled_usec "
+        f"+{kd['throttled_usec']:.0f}"
     )
     print(summary)
-    assert periods >= 0.8 * elapsed * 10, f"too few CFS periods: {summary}"
+    # The exporter's periods are the kernel's: over its window, no more than the kernel
+    # counted around it, and at the kernel's rate. The kernel's own rate is 10 a second
+    # less the periods its timer skipped: under TCG on a loaded host the guest counted
+    # 77-79 % of them (docs/testing.md), so the bound on it is only that it counts.
+    kernel_rate = kd["nr_periods"] / kd["seconds"]
+    assert periods <= kd["nr_periods"], f"more periods than the kernel counted: {summary}"
+    assert periods >= 0.8 * kernel_rate * elapsed, f"periods missed: {summary}"
+    assert kernel_rate >= 5, f"the guest's kernel counted too few CFS periods: {summary}"
     assert throttled / periods >= 0.9, f"not throttled in >= 90% of periods: {summary}"
     assert cores == pytest.approx(0.2, abs=0.05), f"usage not 0.2 +- 0.05 cores: {summary}"
     assert throttled_s > 0 and some / elapsed >= 0.5, summary
