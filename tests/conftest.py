@@ -3,21 +3,26 @@
 Tests marked ``kernel``, ``probe``, ``e2e`` or ``vm`` measure contention they build on
 shared CPUs. Each one's run is watched (:mod:`tests.support.machine_load`); when it
 fails, its report gets a "machine load" section (the node's CPU, the test's own, the
-rest and who used it), and the end of the session lists the failures that ran while
-the machine was busy with other work, so a reader knows a rerun on a quiet machine is
-the first answer.
+rest and who used it; in a VM lane's guest also the host's, which the lane records:
+:mod:`tests.support.host_load`), and the end of the session lists the failures that ran
+while the machine was busy with other work, so a reader knows a rerun on a quiet
+machine is the first answer.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Generator
 
 import pytest
 
-from tests.support.machine_load import LoadWindow
+from tests.support import host_load
+from tests.support.machine_load import BUSY_CORES, LoadWindow
 
 REAL_KERNEL = ("kernel", "probe", "e2e", "vm")
 _WINDOW = pytest.StashKey[LoadWindow]()
+_STARTED = pytest.StashKey[float]()  # wall clock: the host's samples use it
 _BUSY_FAILURES = pytest.StashKey[list[str]]()
 
 
@@ -29,6 +34,7 @@ def _real_kernel(item: pytest.Item) -> bool:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if _real_kernel(item):
         item.stash[_WINDOW] = LoadWindow()
+        item.stash[_STARTED] = time.time()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -45,6 +51,13 @@ def pytest_runtest_makereport(
     except OSError as e:  # never let the diagnosis hide the failure
         busy, text = False, f"machine load unknown: {e}"
     report.sections.append(("machine load", text))
+    # In a VM lane's guest, the host's side too (the guest cannot see it).
+    host = host_load.note(
+        item.stash[_STARTED], time.time(), os.environ.get(host_load.ENV), BUSY_CORES
+    )
+    if host is not None:
+        report.sections.append(("host load", host[1]))
+        busy, text = busy or host[0], text if not host[0] else host[1]
     if busy:
         item.config.stash.setdefault(_BUSY_FAILURES, []).append(
             f"{item.nodeid}: {text.splitlines()[-1]}"

@@ -8,11 +8,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.support import machine_load
+from tests.support import host_load, machine_load
 from tests.support.machine_load import LoadWindow, descendants, parse_stat, processes
 
 TCK = os.sysconf("SC_CLK_TCK")
@@ -176,3 +177,54 @@ def _run_inner(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProce
         env=env,
         cwd=tmp_path,
     )
+
+
+def test_the_host_load_recorder_writes_what_a_guest_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tests/support/host_load.py on a fake /proc: the lane's process tree (qemu under
+    it) is the guest; the rest of the host's busy time is other work."""
+    proc, path = tmp_path / "proc", str(tmp_path / "host-load.tsv")
+    clock = iter([1000.0, 1010.0])
+    monkeypatch.setattr("tests.support.host_load.time.time", lambda: next(clock))
+    tree = [(10, "vm-test", 1), (11, "qemu-system-x86", 10), (20, "buildah", 1)]
+    _write(proc, 0, [(pid, comm, ppid, 0, False) for pid, comm, ppid in tree])
+    rec = host_load.Recorder(path, root=10, procfs=str(proc))
+    rec.sample()
+    # Over 10 s the host was busy 18 CPU-seconds: the guest's emulator 9, the rest 9.
+    ticks = {10: 1 * TCK, 11: 8 * TCK, 20: 9 * TCK}
+    _write(proc, 18 * TCK, [(p, c, pp, ticks[p], False) for p, c, pp in tree])
+    rec.sample()
+    with open(path, "a") as out:
+        out.write("not\ta sample\n")  # skipped, never the note's failure
+    cpus, samples = host_load.read(path)
+    assert cpus == os.cpu_count() and [s.at for s in samples] == [1000.0, 1010.0]
+    f = host_load.figures(path, 1002.0, 1008.0)
+    assert f is not None
+    assert (f.seconds, f.node_cores, f.guest_cores) == (10.0, 1.8, 0.9)
+    assert f.outside_cores == pytest.approx(0.9)
+    busy, text = host_load.note(1002.0, 1008.0, path, machine_load.BUSY_CORES) or (False, "")
+    assert busy and text.startswith("NOTE: the host was busy beside this guest: 0.90 cores")
+    quiet = host_load.note(1002.0, 1008.0, path, busy_cores=1.0)
+    assert quiet is not None and not quiet[0]
+    assert host_load.note(1002.0, 1008.0, None, 0.3) is None  # not in a guest
+    missing = host_load.note(0.0, 1.0, str(tmp_path / "missing"), 0.3)
+    assert missing is not None and missing[1].startswith("host load unknown")
+
+
+def test_a_failing_guest_test_says_the_host_was_busy(tmp_path: Path) -> None:
+    """The hooks of tests/conftest.py in a guest (CONTENTION_VM_HOST_LOAD set): a
+    real-kernel test fails while the lane's samples show other work on the host."""
+    (tmp_path / "test_inner.py").write_text(INNER)
+    path = tmp_path / "host-load.tsv"
+    now = time.time()
+    # 200 s around the test: the host 1.8 of 2 CPUs busy, this guest's emulator 0.9.
+    path.write_text(f"#cpus\t2\n{now - 100:.3f}\t0\t0\n{now + 100:.3f}\t360\t180\n")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), host_load.ENV: str(path)}
+    r = _run_inner(tmp_path, env)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "host load" in r.stdout, r.stdout
+    assert "NOTE: the host was busy beside this guest: 0.90 cores" in r.stdout, r.stdout
+    summary = r.stdout.split("real-kernel failures on a busy machine")[-1]
+    assert "this guest's emulator 0.90; other work 0.90" in summary, r.stdout

@@ -42,6 +42,7 @@ import time
 import tomllib
 from pathlib import Path
 
+from tests.support import host_load
 from tests.vm import guest
 
 SELECTION = ["-m", "vm"]
@@ -360,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     image_s = time.monotonic() - t
     handed: dict[str, str] = {}
     hand_over = _hand_over_in_background(args, results, env, handed)
+    # The host's side of the guest's run, for the guest's failure notes and lane.json.
+    env[host_load.ENV] = os.path.join(results, "host-load.tsv")
+    recorder = host_load.Recorder(env[host_load.ENV], os.getpid())
     spec = guest.GuestSpec(
         kernel=kernel,
         memory=args.memory,
@@ -375,9 +379,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{' '.join([*SELECTION, *PARTS[args.part], *args.pytest_args])}",
         flush=True,
     )
+    recorder.start()
     try:
         res, boots = _run(spec, guest_pytest(results, args.pytest_args, args.part), results)
     finally:
+        host = recorder.stop()
         if image_dir is not None:
             shutil.rmtree(image_dir, ignore_errors=True)
         if hand_over is not None:
@@ -400,12 +406,13 @@ def main(argv: list[str] | None = None) -> int:
         "status": res.status,
         "reason": res.reason,
         "boots": boots,
+        "host": host.as_dict() if host else None,
     }
     write_summary(results, summary)
     print(
         f"==> VM lane: guest pytest exit {res.status}; boot {res.boot_s or 0:.0f}s, "
         f"guest {res.wall_s:.0f}s (+{prepared:.0f}s setup, {image_s:.0f}s image); results "
-        f"in {results}",
+        f"in {results}; {host.describe() if host else 'host load unknown'}",
         flush=True,
     )
     if res.status is None:
