@@ -611,9 +611,25 @@ def test_throttled_steady_closed_loop(
     print(json.dumps(cpu_loop, indent=1))
     fix = memory_fix.cpu.applied
     assert fix.setting == "cpu_limit" and fix.written == {"cpu.max": f"{fix.value * 100} 100000"}
-    assert not cpu_loop["findings_after"], cpu_loop
-    ratio = cpu_loop["kernel_since_fix"]["service"]["throttled_ratio"]
+    service = cpu_loop["kernel_since_fix"]["service"]
+    ratio = service["throttled_ratio"]
     assert ratio is not None and ratio < th.throttled_ratio_max, cpu_loop
+    after = cpu_loop["findings_after"]
+    assert not [f for f in after if f["kind"] == "cpu-throttled"], cpu_loop
+    # No longer throttled, the service can still wait for the guest's CPUs: on a loaded
+    # host the emulated guest is short of CPU (docs/labs.md, "The closed loop in the
+    # guest"). That is cpu-contended, a finding of its own, accepted only when the
+    # kernel saw the service stalled too.
+    for f in after:
+        assert f["kind"] == "cpu-contended", cpu_loop
+        assert service["psi_some"] >= th.stall_some / 2, (
+            f"cpu-contended after the fix, but the kernel saw the service stalled only "
+            f"{service['psi_some']:.0%} of the time: {cpu_loop}"
+        )
+        print(
+            f"accepted: cpu-contended after the fix (the guest short of CPU: the service "
+            f"used {service['usage_cores']:.2f} cores, stalled {service['psi_some']:.0%})"
+        )
 
 
 @pytest.mark.timeout(LAB_TIMEOUT + 200)
