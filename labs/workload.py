@@ -46,6 +46,7 @@ class WorkloadLab:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     errors: list[str] = field(default_factory=list)
+    removed: bool = False  # stop() has removed its cgroups and pods
 
     def start(self) -> WorkloadLab:
         ncpu = float(os.cpu_count() or 1)
@@ -104,6 +105,10 @@ class WorkloadLab:
                 cg.stop_workers()
 
     def stop(self) -> None:
+        """Stop the workloads, remove the cgroups and delete the pods; once (a second
+        call does nothing)."""
+        if self.removed:
+            return
         self.stop_workloads()
         errors: list[str] = []
         done = [g for g in self.generations if not g[1].removed]
@@ -127,6 +132,7 @@ class WorkloadLab:
                 self.parent.remove()
             except (LabError, OSError) as e:
                 errors.append(f"{self.parent.path}: {e}")
+        self.removed = True
         if errors:
             raise LabError("workload lab cleanup failed: " + "; ".join(errors))
 

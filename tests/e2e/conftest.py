@@ -477,6 +477,11 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
                     lab_run.stop()
                 except LabError as err:
                     errors.append(str(err))
+            if env.workload is not None:  # its cgroups too, if test_3b never removed them
+                try:
+                    env.workload.lab.stop()
+                except LabError as err:
+                    errors.append(str(err))
             if errors:
                 pytest.fail("lab cleanup failed: " + "; ".join(errors), pytrace=False)
     except (ChainError, ExporterError, di.InstallError) as e:
