@@ -249,7 +249,8 @@ vm_wanted() { [ "${CONTENTION_VM_LANE:-1}" != 0 ] || [[ "$ci" =~ ^(true|1|yes)$ 
 # keeps running while the host keeps its vCPU thread off a CPU, and the guest's kernel
 # charges that time to the task it was running, which distorts the throttling and stall
 # the guests measure. The host lanes beside them (image build, lint, unit, fuzz) time
-# nothing they check.
+# nothing they check. (Each guest's session is its own autogroup: the lane gives it
+# this nice value, tests/vm/guest.py keep_priority.)
 VM_PRIO=()
 [ "$(id -u)" -ne 0 ] || VM_PRIO=(nice -n -5)
 VM_PIDS=()

@@ -6,6 +6,7 @@ what is tested."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,22 @@ def test_a_part_is_selected_after_the_vm_marker() -> None:
     argv = lane.guest_pytest("/r", ["-k", "x"], "labs")
     i = argv.index("vm")
     assert argv[i - 1 : i + 4] == ["-m", "vm", "tests/vm/test_v2_labs.py", "-k", "x"]
+
+
+def test_the_guests_session_keeps_the_lanes_priority(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guest runs in a session of its own, which autogroup scheduling weighs as one
+    nice-0 task: the lane's nice value is written to the session's autogroup (a fake
+    /proc here); at nice 0 nothing is written, and a refusal is not an error."""
+    (tmp_path / "42").mkdir()
+    group = tmp_path / "42" / "autogroup"
+    group.write_text("/autogroup-7 nice 0\n")
+    monkeypatch.setattr(os, "nice", lambda inc: -5)
+    guest.keep_priority(42, procfs=str(tmp_path))
+    assert group.read_text() == "-5"
+    guest.keep_priority(43, procfs=str(tmp_path))  # no such process: nothing raised
+    group.write_text("/autogroup-7 nice 0\n")
+    monkeypatch.setattr(os, "nice", lambda inc: 0)
+    guest.keep_priority(42, procfs=str(tmp_path))
+    assert group.read_text() == "/autogroup-7 nice 0\n"

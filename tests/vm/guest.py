@@ -232,6 +232,21 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+def keep_priority(pid: int, procfs: str = "/proc") -> None:
+    """Give the new session of ``pid`` this process's nice value. With autogroup
+    scheduling (``/proc/sys/kernel/sched_autogroup_enabled``) a session is weighed
+    against the others as one nice-0 task whatever its processes' nice values, so the
+    guest started in a session of its own would lose the priority ``scripts/test.sh``
+    gives the lane (docs/testing.md). A machine without autogroup, or a negative value
+    without root, keeps the default: the guest runs, at the usual weight."""
+    niceness = os.nice(0)
+    if niceness == 0:
+        return
+    path = os.path.join(procfs, str(pid), "autogroup")
+    with contextlib.suppress(OSError), open(path, "w") as f:
+        f.write(str(niceness))
+
+
 def _kill_tree(popen: subprocess.Popen[bytes]) -> None:
     """SIGKILL the qemu we started and every other process under our vng, by PID."""
     for pid in reversed(_descendants(popen.pid)):
@@ -334,6 +349,7 @@ def _boot(spec: GuestSpec, argv: list[str], console: str, tail: _Tail) -> str:
                 start_new_session=True,
                 env={**os.environ, "PATH": f"{vng_binary().parent}:{os.environ.get('PATH', '')}"},
             )
+            keep_priority(popen.pid)
             while popen.poll() is None:
                 tail.pump()
                 if time.monotonic() >= deadline:
