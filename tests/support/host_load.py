@@ -68,9 +68,12 @@ class HostFigures:
 
 
 def tree_cpu_seconds(root: int, procfs: str = "/proc") -> float:
-    """CPU seconds of ``root`` and its live descendants (all their threads)."""
+    """CPU seconds of ``root`` and its descendants (all their threads), the exited ones
+    included: a process reaped by its parent is in the parent's ``children_s`` (the
+    kernel adds a reaped child's own and children's time there), so the sum over the
+    live tree of both counts each process once, qemu after the guest powered off too."""
     procs = processes(procfs)
-    return sum(procs[p].cpu_s for p in descendants(root, procs) if p in procs)
+    return sum(procs[p].cpu_s + procs[p].children_s for p in descendants(root, procs) if p in procs)
 
 
 class Recorder:

@@ -185,7 +185,7 @@ def test_the_host_load_recorder_writes_what_a_guest_reads(
     """tests/support/host_load.py on a fake /proc: the lane's process tree (qemu under
     it) is the guest; the rest of the host's busy time is other work."""
     proc, path = tmp_path / "proc", str(tmp_path / "host-load.tsv")
-    clock = iter([1000.0, 1010.0])
+    clock = iter([1000.0, 1010.0, 1020.0])
     monkeypatch.setattr("tests.support.host_load.time.time", lambda: next(clock))
     tree = [(10, "vm-test", 1), (11, "qemu-system-x86", 10), (20, "buildah", 1)]
     _write(proc, 0, [(pid, comm, ppid, 0, False) for pid, comm, ppid in tree])
@@ -195,10 +195,18 @@ def test_the_host_load_recorder_writes_what_a_guest_reads(
     ticks = {10: 1 * TCK, 11: 8 * TCK, 20: 9 * TCK}
     _write(proc, 18 * TCK, [(p, c, pp, ticks[p], False) for p, c, pp in tree])
     rec.sample()
+    # Then the guest powers off: qemu exits and is reaped, its time now in the lane's
+    # children's (cutime); over the next 10 s the lane and the host are idle.
+    _write(proc, 18 * TCK, [(10, "vm-test", 1, 1 * TCK, False), (20, "buildah", 1, 9 * TCK, False)])
+    stat = (proc / "10" / "stat").read_text().split()
+    stat[15] = str(8 * TCK)  # cutime
+    (proc / "10" / "stat").write_text(" ".join(stat) + "\n")
+    rec.sample()
+    assert [x.guest_s for x in rec.samples] == [0.0, 9.0, 9.0]
     with open(path, "a") as out:
         out.write("not\ta sample\n")  # skipped, never the note's failure
     cpus, samples = host_load.read(path)
-    assert cpus == os.cpu_count() and [s.at for s in samples] == [1000.0, 1010.0]
+    assert cpus == os.cpu_count() and [s.at for s in samples] == [1000.0, 1010.0, 1020.0]
     f = host_load.figures(path, 1002.0, 1008.0)
     assert f is not None
     assert (f.seconds, f.node_cores, f.guest_cores) == (10.0, 1.8, 0.9)
