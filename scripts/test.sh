@@ -365,8 +365,10 @@ else
   else
     left_out "generated files" "no scripts/check-generated.sh" step
   fi
-  pytest_lane unit tests/unit
-  pytest_lane fuzz tests/fuzz
+  # Over every CPU (pytest-xdist, as make check): beside the guests they get what the
+  # guests leave, and once the guests are done both CPUs instead of one.
+  pytest_lane unit tests/unit -- -n auto --dist worksteal
+  pytest_lane fuzz tests/fuzz -- -n auto --dist worksteal
   pytest_lane image tests/image "${image_tests[@]}"
   # The real-kernel and end-to-end tests whose verdicts hold on a busy machine (marker
   # any_load: cleanup, counters, leaks, scrape and routing), beside the lab-CPU lane.
