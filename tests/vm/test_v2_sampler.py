@@ -71,9 +71,9 @@ def _present(exp: ExporterProcess, path: str, timeout: float = 30.0) -> Scrape:
 def _window(exp: ExporterProcess, path: str, seconds: float) -> tuple[Scrape, Scrape, float]:
     """Two scrapes of two sampler passes >= ``seconds`` apart, and the time between
     the passes (the exporter's own pass timestamps)."""
-    s0 = exp.next_snapshot(USAGE, timeout=20.0, cgroup=path)
+    s0 = exp.next_snapshot(USAGE, timeout=60.0, cgroup=path)
     time.sleep(seconds)
-    s1 = exp.next_snapshot(USAGE, timeout=20.0, cgroup=path)
+    s1 = exp.next_snapshot(USAGE, timeout=60.0, cgroup=path)
     t0, t1 = s0.value(PASS_TS), s1.value(PASS_TS)
     assert t0 is not None and t1 is not None
     return s0, s1, t1 - t0
