@@ -24,6 +24,7 @@ from exporter.kube import make_api_factory  # noqa: E402
 from exporter.kube.resolver import KubeIdentityResolver  # noqa: E402
 from exporter.kube.watch import WatchState  # noqa: E402
 from tests.support.kube_emulator import (  # noqa: E402
+    HANG_S,
     Emulator,
     cid,
     kubeconfig,
@@ -121,7 +122,7 @@ def resolver(emu: Emulator, tmp_path: Path) -> Iterator[KubeIdentityResolver]:
     r = make_resolver(kubeconfig(tmp_path / "kubeconfig", emu.port))
     r.start()
     try:
-        assert r.wait_synced(10), r.status()
+        assert r.wait_synced(HANG_S), r.status()
         wait_for(lambda: r.watch_state() is WatchState.WATCHING, what="watching")
         yield r
     finally:
@@ -256,7 +257,7 @@ def test_deleted_pod_name_expires_after_grace(emu: Emulator, tmp_path: Path) -> 
     )
     r.start()
     try:
-        assert r.wait_synced(10)
+        assert r.wait_synced(HANG_S)
         emu.delete("shop", "web-7d9f")
         wait_for(lambda: not r.pods(), what="DELETED")
         assert resolve(r, UID_WEB, cid(1)).name == "shop/web-7d9f/app"
@@ -333,7 +334,7 @@ def test_api_down_at_start(emu: Emulator, tmp_path: Path) -> None:
         assert resolve(r, UID_WEB, cid(1)).name == "pod:0b9a1c2d"
         emu.start()
         emu.create(json.loads(json.dumps(WEB)))
-        assert r.wait_synced(10)
+        assert r.wait_synced(HANG_S)
         wait_for(lambda: resolve(r, UID_WEB, cid(1)).name == "shop/web-7d9f/app", what="named")
         assert r.staleness_seconds() == 0.0
     finally:
@@ -383,7 +384,7 @@ def test_cgroup_paths_map_to_pods(
     r = make_resolver(kubeconfig(tmp_path / "kc", emu.port))
     r.start()
     try:
-        assert r.wait_synced(10)
+        assert r.wait_synced(HANG_S)
         i = r.resolve(cref)
         assert (i.namespace, i.pod, i.container) == ("shop", "p", "app")
         assert i.qos == qos and i.cpu_request_cores == 2.0 and i.container_id == cid(40)
@@ -413,7 +414,7 @@ def test_static_pod_is_found_by_config_hash_and_by_container_id(
     r = make_resolver(kubeconfig(tmp_path / "kc", emu.port))
     r.start()
     try:
-        assert r.wait_synced(10)
+        assert r.wait_synced(HANG_S)
         # The cgroup is named after the config hash, not the mirror pod's API UID.
         from exporter.cgroupfs.discovery import K8sCgroup
 
@@ -464,7 +465,7 @@ def test_build_resolver_wires_flags_to_a_started_resolver(emu: Emulator, tmp_pat
     r = build_resolver(agent_config(args).kube)
     assert r is not None
     try:
-        assert r.wait_synced(10)
+        assert r.wait_synced(HANG_S)
         assert resolve(r, UID_WEB, cid(1)).name == "shop/web-7d9f/app"
     finally:
         r.stop()
@@ -504,7 +505,7 @@ def test_malformed_pods_cost_only_themselves(emu: Emulator, tmp_path: Path) -> N
     r = make_resolver(kubeconfig(tmp_path / "kc", emu.port))
     r.start()
     try:
-        assert r.wait_synced(10), r.status()
+        assert r.wait_synced(HANG_S), r.status()
         assert resolve(r, UID_WEB, cid(1)).name == "shop/web-7d9f/app"
         assert r.status().malformed_total == len(bad)
         assert {p.uid for p in r.pods()} == {UID_WEB}
