@@ -62,6 +62,9 @@ NODE_FILES = frozenset(
 )
 
 
+SCENE_S = 300.0
+
+
 def _present(exp: ExporterProcess, path: str, timeout: float = 30.0) -> Scrape:
     return exp.wait_for(
         f"{path} in /metrics", lambda s: s.value(USAGE, cgroup=path) is not None, timeout
@@ -177,10 +180,14 @@ def scene(exporter: ExporterProcess, v2_layout: LabLayout) -> Iterator[Scene]:
         low, high = make("weight-low", cpu_weight=low_w), make("weight-high", cpu_weight=high_w)
         memfiles = make("memfiles", memory_max=48 * MIB, memory_high=40 * MIB)
         first_cpu, last_cpu = min(os.sched_getaffinity(0)), lab_cpu()
-        workers = [(spawn_busy(throttled, threads=4, seconds=45), first_cpu)]
-        workers += [(spawn_busy(cg, threads=1, seconds=45), last_cpu) for cg in (low, high)]
+        # The workers outlast the scene, which ends them: each starts under TCG in up to
+        # tens of seconds, and with 45 s each the first had ended before a slow guest's
+        # window (CI: the throttled lab at 34m over it, the kernel counting 2 periods a
+        # second). SCENE_S bounds them if the scene never ends.
+        workers = [(spawn_busy(throttled, threads=4, seconds=SCENE_S), first_cpu)]
+        workers += [(spawn_busy(cg, threads=1, seconds=SCENE_S), last_cpu) for cg in (low, high)]
         scan = ["scan", "--file", data, "--mib", "64", "--rate-mib", "4"]
-        workers.append((spawn_memory(memfiles, scan, seconds=45), first_cpu))
+        workers.append((spawn_memory(memfiles, scan, seconds=SCENE_S), first_cpu))
         for w, cpu in workers:
             for pid in (w.pid, *w.children):
                 os.sched_setaffinity(pid, {cpu})
@@ -192,6 +199,8 @@ def scene(exporter: ExporterProcess, v2_layout: LabLayout) -> Iterator[Scene]:
         k1, m1 = flat_keyed(throttled.read("cpu.stat")), time.monotonic()
         kd = {k: float(k1[k] - k0[k]) for k in ("nr_periods", "nr_throttled", "throttled_usec")}
         kd["seconds"] = m1 - m0
+        ended = [w.cgroup for w, _ in workers if not w.alive()]
+        assert not ended, f"workers ended before the scene's window did: {ended}"
         yield Scene(throttled, low, high, memfiles, first, s0, s1, elapsed, kd)
     finally:
         for cg in reversed(made):
