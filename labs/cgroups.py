@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol
 
+from exporter.cgroupfs.parsers import parse_cfs_v1, parse_cpu_max
 from exporter.selftest.cgroups import procs, write_file
 
 PREFIX = "contention-test-"
@@ -475,14 +476,12 @@ class LabCgroup:
         return psi_total_usec(self.read("cpu.pressure"), line, f"{self.v2_dir}/cpu.pressure")
 
     def quota_cores(self) -> float | None:
-        """The CPU limit in force, in cores (``cpu.max`` or v1 quota / period); None:
-        unlimited."""
+        """The CPU limit in force, in cores (``cpu.max`` or v1 quota / period), read
+        with the exporter's own parsers; None: unlimited."""
         if self.v1_cpu_dir is not None:
-            quota = int(self.read("cpu.cfs_quota_us", "cpu"))
-            period = int(self.read("cpu.cfs_period_us", "cpu"))
-            return None if quota < 0 else quota / period
-        quota_s, period_s = self.read("cpu.max").split()
-        return None if quota_s == "max" else int(quota_s) / int(period_s)
+            q, per = self.read("cpu.cfs_quota_us", "cpu"), self.read("cpu.cfs_period_us", "cpu")
+            return parse_cfs_v1(q, per).limit_cores
+        return parse_cpu_max(self.read("cpu.max")).limit_cores
 
     def throttling(self) -> tuple[int, int, float]:
         """``(nr_periods, nr_throttled, throttled_seconds)`` from the kernel."""

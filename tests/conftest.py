@@ -56,8 +56,10 @@ def pytest_runtest_makereport(
         item.stash[_STARTED], time.time(), os.environ.get(host_load.ENV), BUSY_CORES
     )
     if host is not None:
-        report.sections.append(("host load", host[1]))
-        busy, text = busy or host[0], text if not host[0] else host[1]
+        host_busy, host_text = host
+        report.sections.append(("host load", host_text))
+        if host_busy:  # the host's note is the one the summary lists
+            busy, text = True, host_text
     if busy:
         item.config.stash.setdefault(_BUSY_FAILURES, []).append(
             f"{item.nodeid}: {text.splitlines()[-1]}"
