@@ -225,14 +225,14 @@ class Proc:
             terminate(self.popen, timeout)
 
 
-def prepare_rule_file(generated: str, out_path: str) -> str:
-    """Copy a generated rule file (``rules generate --interval`` :data:`RULE_EVAL_INTERVAL`)
-    for Prometheus, after ``promtool check rules``."""
+def prepare_rule_file(generated: str, out_path: str, interval: str = RULE_EVAL_INTERVAL) -> str:
+    """Copy a generated rule file (``rules generate --interval`` ``interval``) for
+    Prometheus, after ``promtool check rules``."""
     with open(generated) as f:
         doc = yaml.safe_load(f)
     intervals = {g.get("interval") for g in doc["groups"]}
-    if intervals != {RULE_EVAL_INTERVAL}:
-        raise ChainError(f"{generated}: group intervals {intervals}, want {RULE_EVAL_INTERVAL}")
+    if intervals != {interval}:
+        raise ChainError(f"{generated}: group intervals {intervals}, want {interval}")
     with open(out_path, "w") as f:
         yaml.safe_dump(doc, f, sort_keys=False, width=4096)
     res = subprocess.run(
@@ -243,11 +243,13 @@ def prepare_rule_file(generated: str, out_path: str) -> str:
     return out_path
 
 
-def generate_rules(workdir: str, config: str) -> tuple[str, list[dict[str, Any]]]:
+def generate_rules(
+    workdir: str, config: str, interval: str = RULE_EVAL_INTERVAL
+) -> tuple[str, list[dict[str, Any]]]:
     """``contention-exporter rules generate --config.file <config>`` with the rule group
-    evaluated every :data:`RULE_EVAL_INTERVAL`: the rule file for :class:`Chain`'s
-    Prometheus (checked by promtool) and the inhibit rules for its Alertmanager, both
-    as shipped."""
+    evaluated every ``interval``: the rule file for :class:`Chain`'s Prometheus (checked
+    by promtool; give the chain the same ``eval_interval``) and the inhibit rules for
+    its Alertmanager, both as shipped."""
     out_dir = os.path.join(workdir, "generated")
     res = subprocess.run(
         [
@@ -259,7 +261,7 @@ def generate_rules(workdir: str, config: str) -> tuple[str, list[dict[str, Any]]
             "--output.dir",
             out_dir,
             "--interval",
-            RULE_EVAL_INTERVAL,
+            interval,
         ],
         capture_output=True,
         text=True,
@@ -270,6 +272,7 @@ def generate_rules(workdir: str, config: str) -> tuple[str, list[dict[str, Any]]
     rule_file = prepare_rule_file(
         os.path.join(out_dir, "rules", "contention.rules.yaml"),
         os.path.join(workdir, "contention.rules.e2e.yaml"),
+        interval,
     )
     with open(os.path.join(out_dir, "rules", "alertmanager.inhibit.yaml")) as f:
         inhibit: list[dict[str, Any]] = yaml.safe_load(f)["inhibit_rules"]
@@ -316,6 +319,9 @@ class Chain:
     scrape_configs: list[dict[str, Any]] | None = None
     extra_rule_files: list[str] = field(default_factory=list)
     alertmanager_config: Callable[[str], dict[str, Any]] | None = None
+    # Prometheus's global scrape interval (and timeout) and rule evaluation interval
+    scrape_interval: str = SCRAPE_INTERVAL
+    eval_interval: str = RULE_EVAL_INTERVAL
     webhook: Webhook = field(default_factory=Webhook)
     am: Proc | None = None
     prom: Proc | None = None
@@ -388,9 +394,9 @@ class Chain:
     def _start_prometheus(self, timeout: float) -> None:
         cfg = {
             "global": {
-                "scrape_interval": SCRAPE_INTERVAL,
-                "scrape_timeout": SCRAPE_INTERVAL,
-                "evaluation_interval": RULE_EVAL_INTERVAL,
+                "scrape_interval": self.scrape_interval,
+                "scrape_timeout": self.scrape_interval,
+                "evaluation_interval": self.eval_interval,
             },
             "rule_files": [self.rule_file, *self.extra_rule_files],
             "alerting": {

@@ -66,6 +66,7 @@ from tests.e2e.chain import (
     missing_binaries,
     wait_until,
 )
+from tests.vm.conftest import GUEST_EVAL_INTERVAL, GUEST_SCRAPE_INTERVAL
 
 pytestmark = pytest.mark.vm
 
@@ -115,19 +116,22 @@ def observed() -> Iterator[Observed]:
 def chain(
     exporter: ExporterProcess, short_window_config: str, guest_workdir: str
 ) -> Iterator[Chain]:
-    """Prometheus (scrape 1 s, rules every 2 s) with the rules generated from the labs'
-    short-window thresholds, and Alertmanager sending to a webhook in this process."""
+    """Prometheus (scrape and rules every 3 s: GUEST_SCRAPE_INTERVAL, GUEST_EVAL_INTERVAL)
+    with the rules generated from the labs' short-window thresholds, and Alertmanager
+    sending to a webhook in this process."""
     missing = missing_binaries()
     if missing:
         pytest.fail(f"{', '.join(missing)} not installed on the host (setup.sh --test)")
     workdir = os.path.join(guest_workdir, "chain")
     os.makedirs(workdir, exist_ok=True)
-    rule_file, inhibit_rules = generate_rules(workdir, short_window_config)
+    rule_file, inhibit_rules = generate_rules(workdir, short_window_config, GUEST_EVAL_INTERVAL)
     c = Chain(
         workdir=workdir,
         rule_file=rule_file,
         targets={JOB: [_instance(exporter)]},
         inhibit_rules=inhibit_rules,
+        scrape_interval=GUEST_SCRAPE_INTERVAL,
+        eval_interval=GUEST_EVAL_INTERVAL,
     )
     try:
         c.start(timeout=180)
