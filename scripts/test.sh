@@ -4,7 +4,12 @@
 # .ci/run runs, as root, on a clean clone:
 #
 #   setup                 scripts/setup.sh --test
-#   then the VM lanes (scripts/vm-test.sh: the vm-marked tests in pure cgroup v2 guests,
+#   then, in the background at idle priority for the whole run (scripts/at-idle.sh:
+#   SCHED_IDLE, they take only CPU nothing else wants), the lanes that time nothing, one after the
+#   other, their output in "idle lanes.log":
+#     lint+types          ruff check, ruff format --check, mypy
+#     generated files     scripts/check-generated.sh
+#   the VM lanes (scripts/vm-test.sh: the vm-marked tests in pure cgroup v2 guests,
 #   qemu TCG, one host CPU each at most), two guests side by side in the background,
 #   "VM lane (labs)" (--part labs, in vm-labs/) and "VM lane (agent)" (--part agent: the
 #   probe, sampler and image tests, in vm/), each output in its vm.log, beside the
@@ -12,16 +17,16 @@
 #     image build (core)  scripts/build-image.sh --flavor core, once, for the guest (its
 #                         image tests run last and wait for it) and the host's image
 #                         tests (root only)
-#     lint+types          ruff check, ruff format --check, mypy
-#     generated files     scripts/check-generated.sh
 #     unit, fuzz, image   pytest tests/unit, tests/fuzz, tests/image
 #     kernel (lab CPU)    pytest tests/integration -m lab_cpu: real-kernel tests whose
-#                         scenes run on the last CPU only, the VMs and the harness
-#                         confined to the others meanwhile (2 CPUs or more), with
+#                         scenes run on the last CPU only, the VMs, the idle lanes
+#                         and the harness confined to the others meanwhile (2 CPUs
+#                         or more), with
 #     any load            pytest tests/integration tests/e2e -m any_load (real-kernel
 #                         and end-to-end tests whose verdicts hold on a busy machine)
 #                         beside it, on the other CPUs, its output in "any load.log"
-#   and once they are done, on a quiet machine, the real-kernel lanes:
+#   and once they are done, on a machine quiet but for the idle lanes, the real-kernel
+#   lanes:
 #     kernel, e2e         pytest tests/integration, tests/e2e, -m "not any_load" (and
 #                         not lab_cpu, where that lane ran)
 #
@@ -130,10 +135,69 @@ pytest_lane() {
 
 lint_types() {
   local rc=0
-  ruff check . || rc=1
-  ruff format --check . || rc=1
-  mypy || rc=1
+  at_idle ruff check . || rc=1
+  at_idle ruff format --check . || rc=1
+  at_idle mypy || rc=1
   return "$rc"
+}
+
+# at_idle COMMAND...: COMMAND at the lowest priority there is (scripts/at-idle.sh)
+at_idle() { bash scripts/at-idle.sh "$@"; }
+
+# The lanes that time nothing, "lint+types" and "generated files", one after the other
+# at idle priority in the background from the start (idle_start): they use the CPU the
+# guests and the real-kernel lanes leave idle instead of minutes of their own beside
+# the guests. Their output goes to "idle lanes.log", shown once they end (idle_wait),
+# each lane's record to .idle.tsv (recorded then: a failure here fails the run).
+IDLE_PID=""
+IDLE_START=""
+idle_lanes() {
+  local start rc
+  start="$(now)"
+  printf '\n==> lint+types\n'
+  lint_types
+  rc=$?
+  printf 'lint+types\t%s\t%s\t%s\tstep\tidle\n' "$start" "$(now)" "$rc" >>"$RESULTS/.idle.tsv"
+  start="$(now)"
+  printf '\n==> generated files\n'
+  if [ -x scripts/check-generated.sh ]; then
+    at_idle bash scripts/check-generated.sh
+    rc=$?
+    printf 'generated files\t%s\t%s\t%s\tstep\tidle\n' "$start" "$(now)" "$rc" \
+      >>"$RESULTS/.idle.tsv"
+  else
+    printf 'generated files\t%s\t%s\t-\tstep\tno scripts/check-generated.sh\n' "$start" \
+      "$start" >>"$RESULTS/.idle.tsv"
+  fi
+}
+
+idle_start() {
+  step "lint+types, generated files: in the background at idle priority: $RESULTS/idle lanes.log"
+  : >"$RESULTS/.idle.tsv"
+  IDLE_START="$(now)"
+  background "$RESULTS/.idle.end" "$RESULTS/idle lanes.log" idle_lanes
+  IDLE_PID="$!"
+}
+
+idle_wait() {
+  [ -n "$IDLE_PID" ] || return 0
+  local name start end rc kind path
+  step "waiting for lint+types and generated files (at idle priority)"
+  wait "$IDLE_PID"
+  IDLE_PID=""
+  step "lint+types and generated files output ($RESULTS/idle lanes.log)"
+  cat "$RESULTS/idle lanes.log"
+  while IFS=$'\t' read -r name start end rc kind path; do
+    if [ "$rc" = - ]; then
+      record "$name" "$start" "$end" "$rc" "$kind" "$path"
+    else
+      finished "$name" "$start" "$end" "$rc" "$kind" "$path"
+    fi
+  done <"$RESULTS/.idle.tsv"
+  if ! grep -q '^generated files' "$RESULTS/.idle.tsv"; then
+    # the lanes ended before recording (killed): say so rather than lose them
+    record "lint+types, generated files" "$IDLE_START" "$(now)" 1 step idle
+  fi
 }
 
 # descendants PID: every process below PID (ours: the VM lane's lane.py, vng, qemu)
@@ -152,10 +216,12 @@ confine() {
   for pid in "$@"; do taskset -a -p -c "$cpus" "$pid" >/dev/null 2>&1 || true; done
 }
 
-# vm_processes: every process below the VM lanes still running
+# vm_processes: every process below the VM lanes still running, and the idle lanes
+# (their own shell too: what it starts next inherits its CPUs)
 vm_processes() {
   local pid
   for pid in "${VM_PIDS[@]}"; do descendants "$pid"; done
+  [ -z "$IDLE_PID" ] || { echo "$IDLE_PID"; descendants "$IDLE_PID"; }
 }
 
 # The tests whose scenes run on the last CPU only (marker lab_cpu), with the "any load"
@@ -303,6 +369,7 @@ vm_foreground() {
 }
 
 on_signal() {
+  [ -z "$IDLE_PID" ] || kill -TERM "$IDLE_PID" 2>/dev/null
   if [ -n "$BESIDE_PID" ]; then
     kill -TERM "$BESIDE_PID" 2>/dev/null
     wait "$BESIDE_PID"
@@ -329,6 +396,7 @@ if [ $# -gt 0 ]; then
     pytest --junitxml="$RESULTS/selection.xml" -o junit_suite_name=selection "$@"
   if vm_wanted; then vm_foreground; else left_out "VM lane" CONTENTION_VM_LANE=0 vm; fi
 else
+  idle_start
   image_tests=()
   if [ "$(id -u)" -ne 0 ]; then
     left_out "image build (core)" "not root: the image and VM lanes skip" step
@@ -359,12 +427,6 @@ else
     mv -f "$IMAGE.status.tmp" "$IMAGE.status"
   fi
 
-  lane lint+types step - lint_types
-  if [ -x scripts/check-generated.sh ]; then
-    lane "generated files" step - bash scripts/check-generated.sh
-  else
-    left_out "generated files" "no scripts/check-generated.sh" step
-  fi
   # Over every CPU (pytest-xdist, as make check): beside the guests they get what the
   # guests leave, and once the guests are done both CPUs instead of one.
   pytest_lane unit tests/unit -- -n auto --dist worksteal
@@ -382,11 +444,13 @@ else
 
   [ "${#VM_PIDS[@]}" -eq 0 ] || vm_wait
   rm -rf "$IMAGE" "$IMAGE.status"
-  # Real-kernel lanes last, alone: timing-sensitive, they need a quiet machine.
+  # Real-kernel lanes last, alone but for the idle lanes: timing-sensitive, they need a
+  # quiet machine.
   pytest_lane kernel tests/integration CONTENTION_CLOSED_LOOP_OBSERVED="$RESULTS/closed-loop.json" \
     -- -m "$quiet_kernel"
   pytest_lane e2e tests/e2e CONTENTION_E2E_OBSERVED="$RESULTS/e2e-observed.json" \
     -- -m "not any_load"
+  idle_wait
 fi
 
 step "lanes (results in $RESULTS)"

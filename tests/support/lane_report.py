@@ -34,6 +34,7 @@ RECORDS = "lanes.tsv"
 MARKDOWN = "lanes.md"
 EXIT_NO_TESTS = 5  # pytest: no tests collected (a failure in every lane)
 TOP = 25
+IDLE = "idle"  # the path of a lane scripts/test.sh ran at idle priority (at_idle)
 VM_SETUP, VM_BOOT, VM_GUEST = "VM setup+image", "VM boot", "VM guest"
 
 
@@ -56,7 +57,8 @@ SLOWEST_HEADER = (
 @dataclass(frozen=True)
 class Record:
     """One lane as ``scripts/test.sh`` ran it. ``rc`` None: the lane was left out.
-    ``kind``: ``step`` (a command), ``pytest`` (``path``: its junit file) or ``vm``
+    ``kind``: ``step`` (a command; ``path`` :data:`IDLE` when it ran at idle
+    priority), ``pytest`` (``path``: its junit file) or ``vm``
     (``path``: the VM lane's results directory). Paths are relative to the results
     directory, or absolute. For a lane left out, ``path`` says why."""
 
@@ -222,7 +224,7 @@ def rows(
         if rec.rc is None:
             out.append(Row(rec.name, None, "left out", rec.path))
             continue
-        notes = []
+        notes = ["at idle priority"] if rec.path == IDLE else []
         vm = [o for o in over[rec.name] if o in vm_lanes]
         if vm:
             notes.append("beside the VM lane" + ("s" if len(vm) > 1 else ""))

@@ -257,3 +257,19 @@ def test_host_lanes_side_by_side_name_each_other() -> None:
     assert by["kernel (lab CPU)"].note == "beside any load"
     assert by["kernel"].note == ""
     assert [r.lane for r in lr.rows(recs, {})] == ["any load", "kernel (lab CPU)", "kernel"]
+
+
+def test_a_lane_run_at_idle_priority_says_so() -> None:
+    # scripts/test.sh runs lint+types and generated files at idle priority, in the
+    # background for the whole run
+    text = (
+        "#started\t0\n"
+        "lint+types\t5.0\t400.0\t0\tstep\tidle\n"
+        "unit\t10.0\t200.0\t0\tpytest\tunit.xml\n"
+        "kernel\t500.0\t800.0\t0\tpytest\tkernel.xml\n"
+    )
+    _, recs = lr.parse_records(text)
+    by = {r.lane: r for r in lr.rows(recs, {})}
+    assert by["lint+types"].note == "at idle priority; beside unit"
+    assert by["unit"].note == "beside lint+types"
+    assert by["kernel"].note == ""
