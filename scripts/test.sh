@@ -18,17 +18,20 @@
 #                         image tests run last and wait for it) and the host's image
 #                         tests (root only)
 #     unit, fuzz, image   pytest tests/unit, tests/fuzz, tests/image
+#   and once they are done, on a machine quiet but for the idle lanes, the real-kernel
+#   lanes:
+#     kernel              pytest tests/integration -m "not any_load and not lab_cpu"
+#     e2e                 pytest tests/e2e -m "not any_load", in the background, its
+#                         output in e2e.log; once its labs are done and it only waits
+#                         for their alerts to resolve (2 CPUs or more):
 #     kernel (lab CPU)    pytest tests/integration -m lab_cpu: real-kernel tests whose
-#                         scenes run on the last CPU only, the VMs, the idle lanes
-#                         and the harness confined to the others meanwhile (2 CPUs
-#                         or more), with
+#                         scenes run on the last CPU only, the e2e lane, the idle lanes
+#                         and the harness confined to the others meanwhile, with
 #     any load            pytest tests/integration tests/e2e -m any_load (real-kernel
 #                         and end-to-end tests whose verdicts hold on a busy machine)
 #                         beside it, on the other CPUs, its output in "any load.log"
-#   and once they are done, on a machine quiet but for the idle lanes, the real-kernel
-#   lanes:
-#     kernel, e2e         pytest tests/integration, tests/e2e, -m "not any_load" (and
-#                         not lab_cpu, where that lane ran)
+#   (with one CPU: any load after unit, fuzz and image; kernel with the lab_cpu tests;
+#   e2e after it)
 #
 # A lane that fails does not stop the others; the exit status is non-zero if any failed.
 # pytest's "no tests collected" (5) is a failure in every lane. Results go to
@@ -216,19 +219,23 @@ confine() {
   for pid in "$@"; do taskset -a -p -c "$cpus" "$pid" >/dev/null 2>&1 || true; done
 }
 
-# vm_processes: every process below the VM lanes still running, and the idle lanes
-# (their own shell too: what it starts next inherits its CPUs)
-vm_processes() {
+# beside_lab_cpu: every process the lab-CPU lane confines to the other CPUs: the VM
+# lanes' (if still running), the idle lanes' and the end-to-end lane's (their own shells
+# too: what they start next inherits their CPUs)
+beside_lab_cpu() {
   local pid
   for pid in "${VM_PIDS[@]}"; do descendants "$pid"; done
-  [ -z "$IDLE_PID" ] || { echo "$IDLE_PID"; descendants "$IDLE_PID"; }
+  for pid in $IDLE_PID $E2E_PID; do
+    echo "$pid"
+    descendants "$pid"
+  done
 }
 
 # The tests whose scenes run on the last CPU only (marker lab_cpu), with the "any load"
-# lane beside them on the other CPUs: once the lanes beside the VM lanes are done, the VM
-# lanes' processes (if still running), this harness and the any-load lane are confined to
-# the other CPUs, so the labs have the last one to themselves ($CONTENTION_LAB_CPU,
-# labs.scenarios.lab_cpu); the VM lanes get every CPU back after. The any-load tests'
+# lane beside them on the other CPUs: the processes beside them (beside_lab_cpu), this
+# harness and the any-load lane are confined to the other CPUs, so the labs have the
+# last one to themselves ($CONTENTION_LAB_CPU, labs.scenarios.lab_cpu); they get every
+# CPU back after. The any-load tests'
 # verdicts hold on a busy machine, and what they start inherits the confinement
 # (lab_cpu() and the self-test pick from the CPUs they are allowed).
 lab_cpu_and_any_load() {
@@ -236,7 +243,7 @@ lab_cpu_and_any_load() {
   all="$(taskset -c -p $$ | sed 's/.*: //')"
   last="$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')"
   others="$(python3 -c 'import os; print(",".join(map(str, sorted(os.sched_getaffinity(0))[:-1])))')"
-  mapfile -t pids < <(vm_processes)
+  mapfile -t pids < <(beside_lab_cpu)
   confine "$others" "${pids[@]}"
   beside_start "any load" taskset -c "$others" pytest tests/integration tests/e2e -m any_load \
     --junitxml="$RESULTS/any load.xml" -o junit_suite_name="any load"
@@ -245,8 +252,36 @@ lab_cpu_and_any_load() {
     --junitxml="$RESULTS/kernel (lab CPU).xml" -o junit_suite_name="kernel (lab CPU)" \
     -m "lab_cpu and not any_load"
   beside_wait
-  mapfile -t pids < <(vm_processes)
+  mapfile -t pids < <(beside_lab_cpu)
   confine "$all" "${pids[@]}"
+}
+
+# The end-to-end lane with the lab-CPU and any-load lanes in its last minutes: once its
+# real-kernel labs and self-test are done, all it does is wait for their alerts to
+# resolve and delete the idle containers, which holds on a busy machine (the session
+# writes $CONTENTION_E2E_LABS_DONE then: tests/e2e/conftest.py, announce_labs_done).
+# It runs in the background, its output in e2e.log (shown once it ends); the lab-CPU
+# and any-load lanes start when the file appears, or once it ended without it.
+E2E_PID=""
+e2e_then_lab_cpu_and_any_load() {
+  local start end rc done_file="$RESULTS/.e2e-labs-done"
+  rm -f "$done_file"
+  step "e2e, in the background: $RESULTS/e2e.log (the lab-CPU and any-load lanes start beside its resolve wait)"
+  start="$(now)"
+  background "$RESULTS/.e2e.end" "$RESULTS/e2e.log" env \
+    CONTENTION_E2E_OBSERVED="$RESULTS/e2e-observed.json" CONTENTION_E2E_LABS_DONE="$done_file" \
+    pytest tests/e2e --junitxml="$RESULTS/e2e.xml" -o junit_suite_name=e2e -m "not any_load"
+  E2E_PID="$!"
+  while [ ! -e "$done_file" ] && kill -0 "$E2E_PID" 2>/dev/null; do sleep 1; done
+  lab_cpu_and_any_load
+  step "waiting for e2e"
+  wait "$E2E_PID"
+  rc=$?
+  E2E_PID=""
+  end="$(cut -f2 "$RESULTS/.e2e.end" 2>/dev/null || now)"
+  step "e2e output ($RESULTS/e2e.log)"
+  cat "$RESULTS/e2e.log"
+  finished e2e "$start" "$end" "$rc" pytest e2e.xml
 }
 
 # beside_start NAME COMMAND...: one pytest lane in the background, its output in
@@ -370,6 +405,7 @@ vm_foreground() {
 
 on_signal() {
   [ -z "$IDLE_PID" ] || kill -TERM "$IDLE_PID" 2>/dev/null
+  [ -z "$E2E_PID" ] || kill -TERM "$E2E_PID" 2>/dev/null
   if [ -n "$BESIDE_PID" ]; then
     kill -TERM "$BESIDE_PID" 2>/dev/null
     wait "$BESIDE_PID"
@@ -433,23 +469,26 @@ else
   pytest_lane fuzz tests/fuzz -- -n auto --dist worksteal
   pytest_lane image tests/image "${image_tests[@]}"
   # The real-kernel and end-to-end tests whose verdicts hold on a busy machine (marker
-  # any_load: cleanup, counters, leaks, scrape and routing), beside the lab-CPU lane.
-  quiet_kernel="not any_load"
-  if [ "$(python3 -c 'import os; print(len(os.sched_getaffinity(0)))')" -ge 2 ]; then
-    lab_cpu_and_any_load
-    quiet_kernel="not any_load and not lab_cpu"
-  else
-    pytest_lane "any load" tests/integration -- tests/e2e -m any_load
-  fi
+  # any_load: cleanup, counters, leaks, scrape and routing): beside the lab-CPU lane,
+  # in the end-to-end lane's resolve wait, where there are two CPUs.
+  two_cpus=0
+  [ "$(python3 -c 'import os; print(len(os.sched_getaffinity(0)))')" -lt 2 ] || two_cpus=1
+  [ "$two_cpus" = 1 ] || pytest_lane "any load" tests/integration -- tests/e2e -m any_load
 
   [ "${#VM_PIDS[@]}" -eq 0 ] || vm_wait
   rm -rf "$IMAGE" "$IMAGE.status"
   # Real-kernel lanes last, alone but for the idle lanes: timing-sensitive, they need a
   # quiet machine.
-  pytest_lane kernel tests/integration CONTENTION_CLOSED_LOOP_OBSERVED="$RESULTS/closed-loop.json" \
-    -- -m "$quiet_kernel"
-  pytest_lane e2e tests/e2e CONTENTION_E2E_OBSERVED="$RESULTS/e2e-observed.json" \
-    -- -m "not any_load"
+  if [ "$two_cpus" = 1 ]; then
+    pytest_lane kernel tests/integration \
+      CONTENTION_CLOSED_LOOP_OBSERVED="$RESULTS/closed-loop.json" -- -m "not any_load and not lab_cpu"
+    e2e_then_lab_cpu_and_any_load
+  else
+    pytest_lane kernel tests/integration \
+      CONTENTION_CLOSED_LOOP_OBSERVED="$RESULTS/closed-loop.json" -- -m "not any_load"
+    pytest_lane e2e tests/e2e CONTENTION_E2E_OBSERVED="$RESULTS/e2e-observed.json" \
+      -- -m "not any_load"
+  fi
   idle_wait
 fi
 

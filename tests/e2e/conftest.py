@@ -195,6 +195,17 @@ class E2E:
             for k, has in results.items():
                 self.coverage[k] = self.coverage.get(k, False) or has
 
+    def announce_labs_done(self) -> None:
+        """Every real-kernel lab and the self-test have run: what is left (their alerts
+        resolving, the idle containers deleted) holds on a busy machine, since an idle
+        container can be neither throttled nor kept waiting. Said by writing the file
+        ``$CONTENTION_E2E_LABS_DONE`` names, when set: scripts/test.sh then runs its
+        lab-CPU and any-load lanes beside the rest of this session."""
+        path = os.environ.get("CONTENTION_E2E_LABS_DONE")
+        if path:
+            with open(path, "w") as f:
+                f.write(f"{time.time():.3f}\n")
+
     def save_observed(self) -> None:
         path = os.environ.get("CONTENTION_E2E_OBSERVED") or os.path.join(
             self.workdir, "observed.json"

@@ -854,6 +854,7 @@ def test_3_everything_resolves(e2e: E2E) -> None:
     their decay (see DECAY_TRANSIENTS_ALLOWED) may fire; and what the on-call person
     got, notification by notification: for every victim, one incident (one alert, one
     firing, one resolved). (Then test_3b deletes the idle containers.)"""
+    e2e.announce_labs_done()
     if not e2e.stopped:
         pytest.skip("no real-kernel lab ran in this session")
     all_refs, all_paths = _all_refs_paths(e2e)
