@@ -5,10 +5,13 @@
 #
 #   setup                 scripts/setup.sh --test
 #   then, in the background at idle priority for the whole run (scripts/at-idle.sh:
-#   SCHED_IDLE, they take only CPU nothing else wants), the lanes that time nothing, one after the
-#   other, their output in "idle lanes.log":
+#   SCHED_IDLE, they take only CPU nothing else wants), the lanes that time nothing, one
+#   after the other, their output in "idle lanes.log":
 #     lint+types          ruff check, ruff format --check, mypy
 #     generated files     scripts/check-generated.sh
+#     unit (untimed)      pytest tests/unit -m untimed (promtool, helm, kubeconform and
+#                         the CLI over the whole corpus: CPU-heavy, bounded only against
+#                         hangs)
 #   the VM lanes (scripts/vm-test.sh: the vm-marked tests in pure cgroup v2 guests,
 #   qemu TCG, one host CPU each at most), two guests side by side in the background,
 #   "VM lane (labs)" (--part labs, in vm-labs/) and "VM lane (agent)" (--part agent: the
@@ -17,7 +20,7 @@
 #     image build (core)  scripts/build-image.sh --flavor core, once, for the guest (its
 #                         image tests run last and wait for it) and the host's image
 #                         tests (root only)
-#     unit, fuzz, image   pytest tests/unit, tests/fuzz, tests/image
+#     unit, fuzz, image   pytest tests/unit -m "not untimed", tests/fuzz, tests/image
 #   and once they are done, on a machine quiet but for the idle lanes, the real-kernel
 #   lanes:
 #     kernel              pytest tests/integration -m "not any_load and not lab_cpu"
@@ -66,10 +69,12 @@ printf '#started\t%s\n' "$(now)" >"$LANES"
 step() { printf '\n==> %s\n' "$*"; }
 failed=0
 
-# record NAME START END RC KIND PATH: one line of lanes.tsv (RC "-": left out, and PATH
-# says why)
+# record NAME START END RC KIND PATH [idle]: one line of lanes.tsv (RC "-": left out, and
+# PATH says why; "idle": the lane ran at idle priority)
 record() {
-  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$LANES"
+  local line
+  line="$(printf '%s\t' "$@")"
+  printf '%s\n' "${line%$'\t'}" >>"$LANES"
   case "$4" in 0 | -) ;; *) failed=1 ;; esac
 }
 
@@ -87,7 +92,7 @@ lane() {
   LAST_RC="$rc"
 }
 
-# finished NAME START END RC KIND PATH: say how a lane ended and record it
+# finished NAME START END RC KIND PATH [idle]: say how a lane ended and record it
 finished() {
   if [ "$5" = pytest ] && [ "$4" -eq 5 ]; then
     echo "pytest collected no tests: that is a failure here" >&2
@@ -147,35 +152,41 @@ lint_types() {
 # at_idle COMMAND...: COMMAND at the lowest priority there is (scripts/at-idle.sh)
 at_idle() { bash scripts/at-idle.sh "$@"; }
 
-# The lanes that time nothing, "lint+types" and "generated files", one after the other
-# at idle priority in the background from the start (idle_start): they use the CPU the
-# guests and the real-kernel lanes leave idle instead of minutes of their own beside
-# the guests. Their output goes to "idle lanes.log", shown once they end (idle_wait),
-# each lane's record to .idle.tsv (recorded then: a failure here fails the run).
+# The lanes that time nothing, one after the other at idle priority in the background
+# from the start (idle_start): "lint+types", "generated files" and "unit (untimed)" (the
+# CPU-heavy unit tests bounded only against hangs: marker untimed). They use the CPU the
+# guests and the real-kernel lanes leave idle instead of minutes of their own beside the
+# guests. Their output goes to "idle lanes.log", shown once they end (idle_wait), each
+# lane's record to .idle.tsv (recorded then: a failure here fails the run).
 IDLE_PID=""
 IDLE_START=""
+idle_record() { # NAME START RC KIND PATH
+  printf '%s\t%s\t%s\t%s\t%s\t%s\tidle\n' "$1" "$2" "$(now)" "$3" "$4" "$5" >>"$RESULTS/.idle.tsv"
+}
+
 idle_lanes() {
-  local start rc
+  local start
   start="$(now)"
   printf '\n==> lint+types\n'
   lint_types
-  rc=$?
-  printf 'lint+types\t%s\t%s\t%s\tstep\tidle\n' "$start" "$(now)" "$rc" >>"$RESULTS/.idle.tsv"
+  idle_record lint+types "$start" $? step -
   start="$(now)"
   printf '\n==> generated files\n'
   if [ -x scripts/check-generated.sh ]; then
     at_idle bash scripts/check-generated.sh
-    rc=$?
-    printf 'generated files\t%s\t%s\t%s\tstep\tidle\n' "$start" "$(now)" "$rc" \
-      >>"$RESULTS/.idle.tsv"
+    idle_record "generated files" "$start" $? step -
   else
-    printf 'generated files\t%s\t%s\t-\tstep\tno scripts/check-generated.sh\n' "$start" \
-      "$start" >>"$RESULTS/.idle.tsv"
+    idle_record "generated files" "$start" - step "no scripts/check-generated.sh"
   fi
+  start="$(now)"
+  printf '\n==> unit (untimed)\n'
+  at_idle pytest tests/unit -m untimed -n auto --dist worksteal \
+    --junitxml="$RESULTS/unit (untimed).xml" -o junit_suite_name="unit (untimed)"
+  idle_record "unit (untimed)" "$start" $? pytest "unit (untimed).xml"
 }
 
 idle_start() {
-  step "lint+types, generated files: in the background at idle priority: $RESULTS/idle lanes.log"
+  step "lint+types, generated files, unit (untimed): in the background at idle priority: $RESULTS/idle lanes.log"
   : >"$RESULTS/.idle.tsv"
   IDLE_START="$(now)"
   background "$RESULTS/.idle.end" "$RESULTS/idle lanes.log" idle_lanes
@@ -184,22 +195,22 @@ idle_start() {
 
 idle_wait() {
   [ -n "$IDLE_PID" ] || return 0
-  local name start end rc kind path
-  step "waiting for lint+types and generated files (at idle priority)"
+  local name start end rc kind path idle
+  step "waiting for the lanes at idle priority"
   wait "$IDLE_PID"
   IDLE_PID=""
-  step "lint+types and generated files output ($RESULTS/idle lanes.log)"
+  step "the lanes at idle priority: output ($RESULTS/idle lanes.log)"
   cat "$RESULTS/idle lanes.log"
-  while IFS=$'\t' read -r name start end rc kind path; do
+  while IFS=$'\t' read -r name start end rc kind path idle; do
     if [ "$rc" = - ]; then
-      record "$name" "$start" "$end" "$rc" "$kind" "$path"
+      record "$name" "$start" "$end" "$rc" "$kind" "$path" "$idle"
     else
-      finished "$name" "$start" "$end" "$rc" "$kind" "$path"
+      finished "$name" "$start" "$end" "$rc" "$kind" "$path" "$idle"
     fi
   done <"$RESULTS/.idle.tsv"
-  if ! grep -q '^generated files' "$RESULTS/.idle.tsv"; then
-    # the lanes ended before recording (killed): say so rather than lose them
-    record "lint+types, generated files" "$IDLE_START" "$(now)" 1 step idle
+  if ! grep -q '^unit (untimed)' "$RESULTS/.idle.tsv"; then
+    # the lanes ended before recording all three (killed): say so rather than lose them
+    record "idle lanes" "$IDLE_START" "$(now)" 1 step "ended early: see idle lanes.log"
   fi
 }
 
@@ -465,7 +476,7 @@ else
 
   # Over every CPU (pytest-xdist, as make check): beside the guests they get what the
   # guests leave, and once the guests are done both CPUs instead of one.
-  pytest_lane unit tests/unit -- -n auto --dist worksteal
+  pytest_lane unit tests/unit -- -n auto --dist worksteal -m "not untimed"
   pytest_lane fuzz tests/fuzz -- -n auto --dist worksteal
   pytest_lane image tests/image "${image_tests[@]}"
   # The real-kernel and end-to-end tests whose verdicts hold on a busy machine (marker

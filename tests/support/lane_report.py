@@ -34,7 +34,7 @@ RECORDS = "lanes.tsv"
 MARKDOWN = "lanes.md"
 EXIT_NO_TESTS = 5  # pytest: no tests collected (a failure in every lane)
 TOP = 25
-IDLE = "idle"  # the path of a lane scripts/test.sh ran at idle priority (at_idle)
+IDLE = "idle"  # the last column of a lane scripts/test.sh ran at idle priority
 VM_SETUP, VM_BOOT, VM_GUEST = "VM setup+image", "VM boot", "VM guest"
 
 
@@ -57,8 +57,7 @@ SLOWEST_HEADER = (
 @dataclass(frozen=True)
 class Record:
     """One lane as ``scripts/test.sh`` ran it. ``rc`` None: the lane was left out.
-    ``kind``: ``step`` (a command; ``path`` :data:`IDLE` when it ran at idle
-    priority), ``pytest`` (``path``: its junit file) or ``vm``
+    ``kind``: ``step`` (a command), ``pytest`` (``path``: its junit file) or ``vm``
     (``path``: the VM lane's results directory). Paths are relative to the results
     directory, or absolute. For a lane left out, ``path`` says why."""
 
@@ -68,6 +67,7 @@ class Record:
     rc: int | None
     kind: str
     path: str = ""
+    idle: bool = False  # run at idle priority (scripts/at-idle.sh)
 
     @property
     def seconds(self) -> float:
@@ -103,9 +103,9 @@ class Report:
 
 def parse_records(text: str) -> tuple[float | None, list[Record]]:
     """``lanes.tsv``: a ``#started<TAB>EPOCH`` line (when the run began), then one line
-    per lane: ``name<TAB>start<TAB>end<TAB>rc<TAB>kind<TAB>path`` (epoch seconds; rc
-    ``-`` for a lane left out, path then the reason). Lines that do not parse are
-    skipped."""
+    per lane: ``name<TAB>start<TAB>end<TAB>rc<TAB>kind<TAB>path[<TAB>idle]`` (epoch
+    seconds; rc ``-`` for a lane left out, path then the reason; ``idle`` for a lane run
+    at idle priority). Lines that do not parse are skipped."""
     started: float | None = None
     records: list[Record] = []
     for line in text.splitlines():
@@ -120,7 +120,8 @@ def parse_records(text: str) -> tuple[float | None, list[Record]]:
             continue
         rc = None if cells[3] in ("", "-") else _int(cells[3])
         path = cells[5] if len(cells) > 5 and cells[5] != "-" else ""
-        records.append(Record(cells[0], start, end, rc, cells[4], path))
+        idle = len(cells) > 6 and cells[6] == IDLE
+        records.append(Record(cells[0], start, end, rc, cells[4], path, idle))
     return started, records
 
 
@@ -224,7 +225,7 @@ def rows(
         if rec.rc is None:
             out.append(Row(rec.name, None, "left out", rec.path))
             continue
-        notes = ["at idle priority"] if rec.path == IDLE else []
+        notes = ["at idle priority"] if rec.idle else []
         vm = [o for o in over[rec.name] if o in vm_lanes]
         if vm:
             notes.append("beside the VM lane" + ("s" if len(vm) > 1 else ""))

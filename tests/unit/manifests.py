@@ -65,7 +65,7 @@ def load_docs(text: str) -> list[Doc]:
 
 
 def helm(*args: str, binary: str = "helm", check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([need(binary), *args], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([need(binary), *args], capture_output=True, text=True, timeout=300)
     if check:
         assert proc.returncode == 0, f"helm {' '.join(args)}:\n{proc.stderr}"
     return proc
@@ -167,7 +167,7 @@ def crd_errors(docs: list[Doc]) -> list[Doc]:
         input=json.dumps(docs),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     out: list[Doc] = json.loads(proc.stdout)

@@ -24,6 +24,10 @@ from exporter.rules.promtool import PromtoolMissing, find_promtool
 from tests.support.corpus import Scenario, cgroup_of, load_corpus
 from tests.support.promtool_tests import decided_rules, render_tests, unit_test_rules
 
+# promtool, helm, kubeconform and the CLI over the whole corpus, bounded only against
+# hangs: scripts/test.sh runs these at idle priority (docs/testing.md).
+pytestmark = [pytest.mark.untimed, pytest.mark.timeout(900)]
+
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "tests" / "scenarios"
 

@@ -264,12 +264,14 @@ def test_a_lane_run_at_idle_priority_says_so() -> None:
     # background for the whole run
     text = (
         "#started\t0\n"
-        "lint+types\t5.0\t400.0\t0\tstep\tidle\n"
+        "lint+types\t5.0\t400.0\t0\tstep\t-\tidle\n"
         "unit\t10.0\t200.0\t0\tpytest\tunit.xml\n"
+        "unit (untimed)\t400.0\t450.0\t0\tpytest\tunit (untimed).xml\tidle\n"
         "kernel\t500.0\t800.0\t0\tpytest\tkernel.xml\n"
     )
     _, recs = lr.parse_records(text)
     by = {r.lane: r for r in lr.rows(recs, {})}
     assert by["lint+types"].note == "at idle priority; beside unit"
     assert by["unit"].note == "beside lint+types"
+    assert by["unit (untimed)"].note == "at idle priority"
     assert by["kernel"].note == ""

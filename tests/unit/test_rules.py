@@ -24,6 +24,10 @@ from tests.support import promtool_tests as pt
 from tests.support.corpus import load_corpus
 from tests.support.promtool_tests import SCENARIOS, TEST_FILE
 
+# promtool, helm, kubeconform and the CLI over the whole corpus, bounded only against
+# hangs: scripts/test.sh runs these at idle priority (docs/testing.md).
+pytestmark = [pytest.mark.untimed, pytest.mark.timeout(900)]
+
 ROOT = Path(__file__).resolve().parents[2]
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
