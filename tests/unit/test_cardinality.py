@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from prometheus_client.core import Metric
 
 from exporter.agent import Agent, AgentConfig
@@ -30,6 +31,10 @@ from exporter.probe.burst import HISTOGRAM_BOUNDS
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # as the bench does
 from cardinality import StandInProbe, series_per_cgroup, write_metadata
 from sampler_bench import build_tree
+
+# No bound but against hangs (no server, clock or subprocess bound): scripts/test.sh
+# runs these at idle priority (docs/testing.md).
+pytestmark = [pytest.mark.untimed, pytest.mark.timeout(900)]
 
 EVERY = frozenset(OPTIONAL_COLLECTORS)
 

@@ -52,6 +52,10 @@ from tests.support import metrics_doc
 
 from .test_cardinality import BlameEveryone, families
 
+# No bound but against hangs (no server, clock or subprocess bound): scripts/test.sh
+# runs these at idle priority (docs/testing.md).
+pytestmark = [pytest.mark.untimed, pytest.mark.timeout(900)]
+
 ROOT = Path(__file__).resolve().parents[2]
 MODULES: tuple[ModuleType, ...] = (containers, node, probe, findings, own, selftest)
 HELP_FIELDS = {"top_k", "antagonist_top_k"}

@@ -12,6 +12,12 @@ import ast
 import textwrap
 from pathlib import Path
 
+import pytest
+
+# No bound but against hangs (no server, clock or subprocess bound): scripts/test.sh
+# runs these at idle priority (docs/testing.md).
+pytestmark = [pytest.mark.untimed, pytest.mark.timeout(900)]
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "exporter"
 LIMIT = 100

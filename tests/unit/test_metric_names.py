@@ -16,7 +16,13 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from exporter.catalog import FAMILIES, Family, Type
+
+# No bound but against hangs (no server, clock or subprocess bound): scripts/test.sh
+# runs these at idle priority (docs/testing.md).
+pytestmark = [pytest.mark.untimed, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTOGRAM_SERIES = ("_bucket", "_count", "_sum")

@@ -22,6 +22,10 @@ from exporter.metadata_file import parse_metadata_file
 from exporter.quantity import parse_quantity
 from tests.support.parser_fuzz import PARSERS, implausible
 
+# No bound but against hangs (no server, clock or subprocess bound): scripts/test.sh
+# runs these at idle priority (docs/testing.md).
+pytestmark = [pytest.mark.untimed, pytest.mark.timeout(900)]
+
 SETTINGS = settings(
     derandomize=True,
     deadline=None,

@@ -19,6 +19,10 @@ from exporter.metadata_file import FileIdentityResolver, MetadataFileError
 from exporter.sampler import Sampler
 from tests.support.stand_ins import FakeProbe
 
+# No bound but against hangs (no server, clock or subprocess bound): scripts/test.sh
+# runs these at idle priority (docs/testing.md).
+pytestmark = [pytest.mark.untimed, pytest.mark.timeout(900)]
+
 PROC_STAT = """cpu  100 0 50 1000 5 0 1 7 0 0
 cpu0 50 0 25 500 2 0 1 3 0 0
 cpu1 50 0 25 500 3 0 0 4 0 0
