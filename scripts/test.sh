@@ -256,7 +256,8 @@ lab_cpu_and_any_load() {
   others="$(python3 -c 'import os; print(",".join(map(str, sorted(os.sched_getaffinity(0))[:-1])))')"
   mapfile -t pids < <(beside_lab_cpu)
   confine "$others" "${pids[@]}"
-  beside_start "any load" taskset -c "$others" pytest tests/integration tests/e2e -m any_load \
+  beside_start "any load" env --default-signal=INT taskset -c "$others" \
+    pytest tests/integration tests/e2e -m any_load \
     --junitxml="$RESULTS/any load.xml" -o junit_suite_name="any load"
   lane "kernel (lab CPU)" pytest "kernel (lab CPU).xml" \
     env CONTENTION_LAB_CPU="$last" taskset -c "$others" pytest tests/integration \
@@ -279,7 +280,7 @@ e2e_then_lab_cpu_and_any_load() {
   rm -f "$done_file"
   step "e2e, in the background: $RESULTS/e2e.log (the lab-CPU and any-load lanes start beside its resolve wait)"
   start="$(now)"
-  background "$RESULTS/.e2e.end" "$RESULTS/e2e.log" env \
+  background "$RESULTS/.e2e.end" "$RESULTS/e2e.log" env --default-signal=INT \
     CONTENTION_E2E_OBSERVED="$RESULTS/e2e-observed.json" CONTENTION_E2E_LABS_DONE="$done_file" \
     pytest tests/e2e --junitxml="$RESULTS/e2e.xml" -o junit_suite_name=e2e -m "not any_load"
   E2E_PID="$!"
@@ -414,13 +415,18 @@ vm_foreground() {
   record "VM lane" "$start" "$(now)" "$rc" vm vm
 }
 
+# The pytest lanes in the background get SIGINT, which they would otherwise ignore (bash
+# starts a background command with SIGINT ignored; env --default-signal=INT restores
+# it), so that their fixtures tear down: Prometheus, exporters, lab cgroups.
 on_signal() {
   [ -z "$IDLE_PID" ] || kill -TERM "$IDLE_PID" 2>/dev/null
-  [ -z "$E2E_PID" ] || kill -TERM "$E2E_PID" 2>/dev/null
-  if [ -n "$BESIDE_PID" ]; then
-    kill -TERM "$BESIDE_PID" 2>/dev/null
-    wait "$BESIDE_PID"
-  fi
+  local pid
+  for pid in $E2E_PID $BESIDE_PID; do
+    pkill -INT -P "$pid" 2>/dev/null
+  done
+  for pid in $E2E_PID $BESIDE_PID; do
+    wait "$pid"
+  done
   if [ "${#VM_PIDS[@]}" -gt 0 ]; then
     echo "test.sh: interrupted; stopping the VM lanes (pids ${VM_PIDS[*]})" >&2
     kill -TERM "${VM_PIDS[@]}" 2>/dev/null
