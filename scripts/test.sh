@@ -9,9 +9,9 @@
 #   after the other, their output in "idle lanes.log":
 #     lint+types          ruff check, ruff format --check, mypy
 #     generated files     scripts/check-generated.sh
-#     unit (untimed)      pytest tests/unit -m untimed (promtool, helm, kubeconform and
-#                         the CLI over the whole corpus: CPU-heavy, bounded only against
-#                         hangs)
+#     unit (untimed)      pytest tests/unit -m untimed (bounded only against hangs:
+#                         promtool, helm, kubeconform and the CLI over the whole corpus,
+#                         the property tests, the fixture-tree sweeps)
 #   the VM lanes (scripts/vm-test.sh: the vm-marked tests in pure cgroup v2 guests,
 #   qemu TCG, one host CPU each at most), two guests side by side in the background,
 #   "VM lane (labs)" (--part labs, in vm-labs/) and "VM lane (agent)" (--part agent: the
@@ -154,7 +154,7 @@ at_idle() { bash scripts/at-idle.sh "$@"; }
 
 # The lanes that time nothing, one after the other at idle priority in the background
 # from the start (idle_start): "lint+types", "generated files" and "unit (untimed)" (the
-# CPU-heavy unit tests bounded only against hangs: marker untimed). They use the CPU the
+# unit tests bounded only against hangs: marker untimed). They use the CPU the
 # guests and the real-kernel lanes leave idle instead of minutes of their own beside the
 # guests. Their output goes to "idle lanes.log", shown once they end (idle_wait), each
 # lane's record to .idle.tsv (recorded then: a failure here fails the run).
@@ -246,9 +246,9 @@ beside_lab_cpu() {
 # lane beside them on the other CPUs: the processes beside them (beside_lab_cpu), this
 # harness and the any-load lane are confined to the other CPUs, so the labs have the
 # last one to themselves ($CONTENTION_LAB_CPU, labs.scenarios.lab_cpu); they get every
-# CPU back after. The any-load tests'
-# verdicts hold on a busy machine, and what they start inherits the confinement
-# (lab_cpu() and the self-test pick from the CPUs they are allowed).
+# CPU back after. The any-load tests' verdicts hold on a busy machine, and what they
+# start inherits the confinement (lab_cpu() and the self-test pick from the CPUs they
+# are allowed).
 lab_cpu_and_any_load() {
   local all others last pids=()
   all="$(taskset -c -p $$ | sed 's/.*: //')"
