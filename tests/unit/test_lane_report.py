@@ -243,6 +243,12 @@ def test_two_vm_lanes_one_guest_each_named_by_their_part() -> None:
     assert lr.vm_names("VM lane") == ("VM lane", lr.VM_SETUP, lr.VM_BOOT, lr.VM_GUEST)
 
 
+def by_lane(text: str) -> dict[str, lr.Row]:
+    """The table's rows of these records, by lane."""
+    _, recs = lr.parse_records(text)
+    return {r.lane: r for r in lr.rows(recs, {})}
+
+
 def test_host_lanes_side_by_side_name_each_other() -> None:
     # scripts/test.sh runs "any load" in the background beside "kernel (lab CPU)"
     text = (
@@ -251,12 +257,11 @@ def test_host_lanes_side_by_side_name_each_other() -> None:
         "any load\t9.0\t160.0\t0\tpytest\tany load.xml\n"
         "kernel\t160.0\t500.0\t0\tpytest\tkernel.xml\n"
     )
-    _, recs = lr.parse_records(text)
-    by = {r.lane: r for r in lr.rows(recs, {})}
+    by = by_lane(text)
     assert by["any load"].note == "beside kernel (lab CPU)"
     assert by["kernel (lab CPU)"].note == "beside any load"
     assert by["kernel"].note == ""
-    assert [r.lane for r in lr.rows(recs, {})] == ["any load", "kernel (lab CPU)", "kernel"]
+    assert list(by) == ["any load", "kernel (lab CPU)", "kernel"]
 
 
 def test_a_lane_run_at_idle_priority_says_so() -> None:
@@ -269,8 +274,7 @@ def test_a_lane_run_at_idle_priority_says_so() -> None:
         "unit (untimed)\t400.0\t450.0\t0\tpytest\tunit (untimed).xml\tidle\n"
         "kernel\t500.0\t800.0\t0\tpytest\tkernel.xml\n"
     )
-    _, recs = lr.parse_records(text)
-    by = {r.lane: r for r in lr.rows(recs, {})}
+    by = by_lane(text)
     assert by["lint+types"].note == "at idle priority; beside unit"
     assert by["unit"].note == "beside lint+types"
     assert by["unit (untimed)"].note == "at idle priority"
