@@ -358,27 +358,34 @@ vm_wanted() { [ "${CONTENTION_VM_LANE:-1}" != 0 ] || [[ "$ci" =~ ^(true|1|yes)$ 
 # guest on one host CPU; the labs' guest mostly waits for whole minutes, the agent's is
 # CPU-bound, so the two share the machine with the lanes beside them (docs/testing.md).
 # Each keeps its output in its vm.log and its end time in .lane-end.
-# As root the guests run ahead of the host lanes beside them (nice -5): a guest's clock
-# keeps running while the host keeps its vCPU thread off a CPU, and the guest's kernel
-# charges that time to the task it was running, which distorts the throttling and stall
-# the guests measure. The host lanes beside them (image build, lint, unit, fuzz) time
-# nothing they check. (Each guest's session is its own autogroup: the lane gives it
-# this nice value, tests/vm/guest.py keep_priority.)
-VM_PRIO=()
-[ "$(id -u)" -ne 0 ] || VM_PRIO=(nice -n -5)
+# As root the guests run ahead of the host lanes beside them: a guest's clock keeps
+# running while the host keeps its vCPU thread off a CPU, and the guest's kernel charges
+# that time to the task it was running, which distorts the throttling and stall the
+# guests measure. The host lanes beside them (image build, unit, fuzz, image) time
+# nothing they check. The labs guest, which mostly waits but judges its closed loop's
+# limit by the kernel's throttled ratio, runs at nice -10; the agent's, CPU-bound
+# throughout, at -5, so the lanes beside keep a share (docs/testing.md). (Each guest's
+# session is its own autogroup: the lane gives it this nice value, tests/vm/guest.py
+# keep_priority.)
+# vm_prio NICE: the command prefix for a guest at NICE (none unless root)
+vm_prio() {
+  [ "$(id -u)" -eq 0 ] || return 0
+  echo nice -n "$1"
+}
 VM_PIDS=()
 VM_NAMES=()
 VM_DIRS=()
 VM_STARTS=()
 vm_start() {
-  local name="$1" dir="$2"
-  shift 2
+  local name="$1" dir="$2" prio
+  read -r -a prio <<< "$(vm_prio "$3")"
+  shift 3
   mkdir -p "$dir"
   VM_NAMES+=("$name")
   VM_DIRS+=("$dir")
   VM_STARTS+=("$(now)")
   step "$name: pure cgroup v2 guest (scripts/vm-test.sh $*), in the background: $dir/vm.log"
-  background "$dir/.lane-end" "$dir/vm.log" "${VM_PRIO[@]}" bash scripts/vm-test.sh \
+  background "$dir/.lane-end" "$dir/vm.log" "${prio[@]}" bash scripts/vm-test.sh \
     --results "$dir" "$@"
   VM_PIDS+=("$!")
 }
@@ -454,7 +461,7 @@ else
   if [ "$(id -u)" -ne 0 ]; then
     left_out "image build (core)" "not root: the image and VM lanes skip" step
     if vm_wanted; then
-      vm_start "VM lane" "$VMDIR"
+      vm_start "VM lane" "$VMDIR" -5
     else
       left_out "VM lane" CONTENTION_VM_LANE=0 vm
     fi
@@ -463,8 +470,8 @@ else
     # waits for $IMAGE.status (tests/vm/lane.py --image-pending).
     rm -f "$IMAGE.status"
     if vm_wanted; then
-      vm_start "VM lane (labs)" "$RESULTS/vm-labs" --part labs
-      vm_start "VM lane (agent)" "$VMDIR" --part agent --image-pending "$IMAGE"
+      vm_start "VM lane (labs)" "$RESULTS/vm-labs" -10 --part labs
+      vm_start "VM lane (agent)" "$VMDIR" -5 --part agent --image-pending "$IMAGE"
     else
       left_out "VM lane" CONTENTION_VM_LANE=0 vm
     fi
