@@ -69,6 +69,16 @@ def _run(
     return pt.unit_test_rules(tmp_path / "t.yaml")
 
 
+# A whole-corpus promtool run over a reconfigured pack takes about a minute of CPU; in
+# parts, each test stays short and the parts run on the workers side by side.
+CORPUS_PARTS = 3
+
+
+def _part(corpus: list[Scenario], part: int) -> list[Scenario]:
+    """Every CORPUS_PARTS-th scenario from ``part``: the parts together are the corpus."""
+    return corpus[part::CORPUS_PARTS]
+
+
 def _corpus_tests(
     corpus: list[Scenario], th: Thresholds, target: dict[str, str] = TARGET
 ) -> list[dict[str, Any]]:
@@ -95,25 +105,39 @@ def test_every_raw_series_carries_the_selector() -> None:
 
 
 @needs_promtool
-def test_selector_selects_the_exporters_series(corpus: list[Scenario], tmp_path: Path) -> None:
+@pytest.mark.parametrize("part", range(CORPUS_PARTS))
+def test_selector_selects_the_exporters_series(
+    corpus: list[Scenario], tmp_path: Path, part: int
+) -> None:
+    """Scraped under the selector's job: the rules agree with the evaluator throughout."""
     th = _config(selector='job="node-agent"')
-    # Scraped under the selector's job: the rules agree with the evaluator throughout.
-    res = _run(tmp_path, th, _corpus_tests(corpus, th, {**TARGET, "job": "node-agent"}), False)
+    target = {**TARGET, "job": "node-agent"}
+    res = _run(tmp_path, th, _corpus_tests(_part(corpus, part), th, target), False)
     assert res.ok, res.output[-20000:]
-    # Scraped under another job: not the exporter the pack is for, nothing fires.
-    silent = _config(disabledAlerts=list(ALERT_NAMES.values()))
-    res = _run(tmp_path, th, _corpus_tests(corpus, silent), False)
-    assert res.ok, res.output[-20000:]
-    assert "contention-exporter" in TARGET["job"]
 
 
 @needs_promtool
-def test_alert_labels_reach_every_alert(corpus: list[Scenario], tmp_path: Path) -> None:
+@pytest.mark.parametrize("part", range(CORPUS_PARTS))
+def test_the_selector_leaves_other_jobs_alone(
+    corpus: list[Scenario], tmp_path: Path, part: int
+) -> None:
+    """Scraped under another job: not the exporter the pack is for, nothing fires."""
+    th = _config(selector='job="node-agent"')
+    assert "contention-exporter" in TARGET["job"]
+    silent = _config(disabledAlerts=list(ALERT_NAMES.values()))
+    res = _run(tmp_path, th, _corpus_tests(_part(corpus, part), silent), False)
+    assert res.ok, res.output[-20000:]
+
+
+@needs_promtool
+@pytest.mark.parametrize("part", range(CORPUS_PARTS))
+def test_alert_labels_reach_every_alert(corpus: list[Scenario], tmp_path: Path, part: int) -> None:
     th = _config(alertLabels={"team": "platform", "tier": 1})
     assert th.alert_labels == (("team", "platform"), ("tier", "1"))
-    unit = [s for s in corpus if s.unit]
+    unit = [s for s in _part(corpus, part) if s.unit]
     tests = pt.render_tests(unit, th, "rules.yaml", True)["tests"]
-    tests += render_health_tests(th, "rules.yaml")["tests"]
+    if part == 0:
+        tests += render_health_tests(th, "rules.yaml")["tests"]
     res = _run(tmp_path, th, tests, True)  # full label sets and annotations
     assert res.ok, res.output[-20000:]
     for g in rule_groups(th)["groups"]:
@@ -152,25 +176,36 @@ def test_cluster_label_in_every_join(corpus: list[Scenario], tmp_path: Path) -> 
     single = _config()
     res = _run(tmp_path, single, [pt.render_test(nodes, single, False, "all")], False)
     assert not res.ok, "without clusterLabel the two clusters' series should mix"
-    # The whole corpus still agrees with a cluster label on every series.
-    res = _run(tmp_path, th, _corpus_tests(corpus, th, {**TARGET, "cluster": "eu-1"}), False)
+
+
+@needs_promtool
+@pytest.mark.parametrize("part", range(CORPUS_PARTS))
+def test_the_corpus_agrees_with_a_cluster_label(
+    corpus: list[Scenario], tmp_path: Path, part: int
+) -> None:
+    """The whole corpus, with ``clusterLabel`` and a cluster label on every series."""
+    th = _config(clusterLabel="cluster")
+    target = {**TARGET, "cluster": "eu-1"}
+    res = _run(tmp_path, th, _corpus_tests(_part(corpus, part), th, target), False)
     assert res.ok, res.output[-20000:]
+
+
+DISABLED = ["ContentionCPUThrottled", health.PROBE_NOT_LOADED]
 
 
 @needs_promtool
 def test_disabled_alerts_are_left_out(corpus: list[Scenario], tmp_path: Path) -> None:
-    off = ["ContentionCPUThrottled", health.PROBE_NOT_LOADED]
+    off = DISABLED
     th = _config(disabledAlerts=off)
     names = {r.get("alert") for g in rule_groups(th)["groups"] for r in g["rules"]}
     assert not names & set(off)
     assert names >= set(ALERTS) - set(off)
-    # The recording rules stay (dashboards read them), and every other alert agrees.
+    # The recording rules stay (dashboards read them), and the health alerts agree (the
+    # finding alerts: test_the_corpus_agrees_with_alerts_disabled).
     assert any(
         r.get("record", "").startswith("cgroup:contention_cpu_cfs_throttled")
         for r in rule_groups(th)["groups"][0]["rules"]
     )
-    res = _run(tmp_path, th, _corpus_tests(corpus, th), False)
-    assert res.ok, res.output[-20000:]
     res = _run(tmp_path, th, render_health_tests(th, "rules.yaml")["tests"], True)
     assert res.ok, res.output[-20000:]
     # A throttled scenario fires nothing now, where the default pack fires.
@@ -179,6 +214,17 @@ def test_disabled_alerts_are_left_out(corpus: list[Scenario], tmp_path: Path) ->
     default = pt.render_tests(throttled, _config(), "rules.yaml", False)["tests"]
     assert any(t["exp_alerts"] for t in default[0]["alert_rule_test"])
     res = _run(tmp_path, th, pt.render_tests(throttled, th, "rules.yaml", False)["tests"], False)
+    assert res.ok, res.output[-20000:]
+
+
+@needs_promtool
+@pytest.mark.parametrize("part", range(CORPUS_PARTS))
+def test_the_corpus_agrees_with_alerts_disabled(
+    corpus: list[Scenario], tmp_path: Path, part: int
+) -> None:
+    """Every alert left in a pack with some disabled still agrees over the corpus."""
+    th = _config(disabledAlerts=DISABLED)
+    res = _run(tmp_path, th, _corpus_tests(_part(corpus, part), th), False)
     assert res.ok, res.output[-20000:]
 
 
@@ -200,9 +246,7 @@ def test_an_unknown_disabled_alert_is_an_error(
     )
 
 
-@needs_promtool
-def test_runbook_url_default_and_configured(corpus: list[Scenario], tmp_path: Path) -> None:
-    unit = [s for s in corpus if s.unit]
+def test_runbook_url_default_and_configured() -> None:
     default = _config()
     assert default.runbook_url == ""
     # unset: the runbook of this version, at its tag in the repository (the chart's home)
@@ -216,14 +260,26 @@ def test_runbook_url_default_and_configured(corpus: list[Scenario], tmp_path: Pa
                 )
     th = _config(runbookUrl="https://wiki.example.com/ops/contention#")
     assert th.runbook_url == "https://wiki.example.com/ops/contention"
-    for rules_th in (default, th):
-        tests = pt.render_tests(unit, rules_th, "rules.yaml", True)["tests"]
-        tests += render_health_tests(rules_th, "rules.yaml")["tests"]
-        res = _run(tmp_path, rules_th, tests, True)
-        assert res.ok, res.output[-20000:]
     text = yaml.safe_dump(rule_groups(th))
     assert "runbook_url: https://wiki.example.com/ops/contention#contentioncputhrottled" in text
     assert "runbook_url: https://wiki.example.com/ops/contention#contentionexporterdown" in text
+
+
+@needs_promtool
+@pytest.mark.parametrize("runbook_url", ["", "https://wiki.example.com/ops/contention#"])
+@pytest.mark.parametrize("part", range(CORPUS_PARTS))
+def test_runbook_urls_reach_every_alert(
+    corpus: list[Scenario], tmp_path: Path, runbook_url: str, part: int
+) -> None:
+    """With the default and a configured runbook URL, every alert's annotations (the
+    runbook's among them) are what promtool expects."""
+    rules_th = _config(runbookUrl=runbook_url)
+    unit = [s for s in _part(corpus, part) if s.unit]
+    tests = pt.render_tests(unit, rules_th, "rules.yaml", True)["tests"]
+    if part == 0:
+        tests += render_health_tests(rules_th, "rules.yaml")["tests"]
+    res = _run(tmp_path, rules_th, tests, True)
+    assert res.ok, res.output[-20000:]
 
 
 @pytest.mark.parametrize(

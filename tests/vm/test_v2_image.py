@@ -46,7 +46,8 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -551,16 +552,28 @@ def _leftovers(cgroup: str) -> list[str]:
     return sorted(str(p) for p in base.rglob("contention-selftest-*") if p.is_dir())
 
 
-@pytest.mark.timeout(600)
-def test_selftest_in_the_daemonsets_container(image: Image) -> None:
-    """``helm test``'s path on a pure cgroup v2 node: the chart rendered with
-    ``selftest.enabled=true`` (``--selftest.enabled``, the cgroup tree mounted
-    read-write, nothing else changed), the image under that DaemonSet's privileges in
-    its own cgroup namespace, and ``contention-exporter selftest --selftest.url`` asking
-    it from the pod's network, as the chart's test pod does: the exporter runs the
-    self-test under its own sampler, probe and capabilities and must pass (probe
-    loaded, noisy-neighbor naming the bully, blame within 10 points of the kernel's
-    accounting, within 4 minutes), leaving no cgroup behind."""
+@dataclass
+class SelftestPod:
+    """The exporter's container as the chart renders it with ``selftest.enabled=true``,
+    started by the scene's first phase and asked by its second."""
+
+    stack: ExitStack = field(default_factory=ExitStack)
+    container: Container | None = None
+
+
+@pytest.fixture(scope="module")
+def selftest_pod() -> Iterator[SelftestPod]:
+    pod = SelftestPod()
+    with pod.stack:
+        yield pod
+
+
+@pytest.mark.timeout(300)
+def test_selftest_pod_starts_with_the_probe(image: Image, selftest_pod: SelftestPod) -> None:
+    """``helm test``'s path, first phase: the chart rendered with
+    ``selftest.enabled=true`` changes only ``--selftest.enabled`` and mounts the cgroup
+    tree read-write; the image runs under that DaemonSet's privileges in its own cgroup
+    namespace and loads the probe."""
     ds = _rendered_with_selftest()
     container = _exporter(ds)
     default = _exporter(_daemonset())
@@ -568,8 +581,27 @@ def test_selftest_in_the_daemonsets_container(image: Image) -> None:
     assert "--selftest.enabled" in container["args"], container["args"]
     rw = [m for m in container["volumeMounts"] if m.get("readOnly") is False]
     assert [m["mountPath"] for m in rw] == ["/host/sys/fs/cgroup"], rw
-    with run_image(image, "selftest", GRANTED, daemonset=ds) as c:
+    try:
+        c = selftest_pod.stack.enter_context(run_image(image, "selftest", GRANTED, daemonset=ds))
         await_metrics(c, lambda s: probe_loaded(s) is not None)
+    except BaseException:
+        selftest_pod.stack.close()
+        raise
+    selftest_pod.container = c
+
+
+@pytest.mark.timeout(600)
+def test_selftest_in_the_daemonsets_container(image: Image, selftest_pod: SelftestPod) -> None:
+    """``helm test``'s path, second phase: ``contention-exporter selftest
+    --selftest.url`` asks the exporter started by the first from the pod's network, as
+    the chart's test pod does: the exporter runs the self-test under its own sampler,
+    probe and capabilities and must pass (probe loaded, noisy-neighbor naming the bully,
+    blame within 10 points of the kernel's accounting, within 4 minutes), leaving no
+    cgroup behind."""
+    c = selftest_pod.container
+    if c is None:
+        pytest.fail("no exporter: test_selftest_pod_starts_with_the_probe did not start it")
+    with selftest_pod.stack:
         t0 = time.monotonic()
         ask = subprocess.run(
             ["nsenter", f"--net=/proc/{c.pid}/ns/net", sys.executable, "-m", "exporter",

@@ -203,11 +203,13 @@ def await_labs(
     t0: float,
     kernel: Any,
     th: Thresholds,
+    findings_only: bool = False,
 ) -> dict[str, Any]:
     """Wait until, for every lab, /findings and the webhook hold exactly its expected
     findings and alerts (and Prometheus agrees); raise :class:`ForbiddenFinding` at
     once on a forbidden finding kind for a lab container. Returns what was seen when
-    they agreed."""
+    they agreed. ``findings_only``: until /findings holds them (a scene's first phase;
+    its second waits for all of it)."""
     paths: set[str] = set()
     pods: set[str] = set()  # alerts name a lab container by namespace/pod/container
     want_keys: set[tuple[str, str, str, str | None]] = set()
@@ -236,6 +238,9 @@ def await_labs(
         if forbidden:
             state["forbidden"] = forbidden
             return True  # stop waiting: raised below
+        if findings_only:
+            found = {finding_key(f) for f in rows} == want_findings
+            return found and time.time() - t0 >= MIN_LAB_SECONDS
         notes = [n for n in chain.webhook.snapshot() if n.labels.get("pod") in pods]
         firing = [
             dict(k)
@@ -268,7 +273,8 @@ def await_labs(
         )
 
     try:
-        wait_until("the labs' expected findings and alerts", agreed, LAB_TIMEOUT, 2.0, detail)
+        what = "findings" if findings_only else "findings and alerts"
+        wait_until(f"the labs' expected {what}", agreed, LAB_TIMEOUT, 2.0, detail)
     except ChainError as e:
         pytest.fail(str(e), pytrace=False)
     if "forbidden" in state:
@@ -277,7 +283,7 @@ def await_labs(
             f"\n{detail()}",
             state["forbidden"],
         )
-    state["seconds_to_agree"] = round(time.time() - t0, 1)
+    state["seconds_to_find" if findings_only else "seconds_to_agree"] = round(time.time() - t0, 1)
     return state
 
 
@@ -313,10 +319,16 @@ class MemoryFix:
     them (the stalled lab runs in between): the thrasher's run stays open in
     ``memory_stack`` until :func:`test_memory_limit_thrash_closed_loop` closes it, the
     service's in ``stack`` until :func:`test_throttled_steady_closed_loop` closes both,
-    or the module ends."""
+    or the module ends. The scene's first phase starts the three labs
+    (:func:`test_throttled_and_memory_limit_thrash_found`); ``throttled``'s run stays
+    open in ``throttled_stack`` until the second has seen the alerts."""
 
-    stack: ExitStack = field(default_factory=ExitStack)  # both runs, closed last
+    stack: ExitStack = field(default_factory=ExitStack)  # every run, closed last
     memory_stack: ExitStack = field(default_factory=ExitStack)  # the thrasher's run
+    throttled_stack: ExitStack = field(default_factory=ExitStack)  # throttled's run
+    t0: float = 0.0  # when the scene's labs started
+    throttled: LabRun | None = None
+    steady: LabRun | None = None
     run: MemoryLabRun | None = None
     row: dict[str, Any] = field(default_factory=dict)
     applied: Applied | None = None
@@ -341,71 +353,104 @@ def memory_fix() -> Iterator[MemoryFix]:
     fix = MemoryFix()
     with fix.stack:
         fix.stack.enter_context(fix.memory_stack)
+        fix.stack.enter_context(fix.throttled_stack)
         yield fix
 
 
-# The fixed lab outlives its own test, the stalled lab's (its bound) and the closed loop.
-MEMORY_FIX_LAB_S = LAB_TIMEOUT + 60 + (LAB_TIMEOUT + 60) + CLOSED_LOOP_S
+# The fixed lab outlives its scene's two phases, the stalled lab's test (its bound) and
+# the closed loop.
+MEMORY_FIX_LAB_S = 2 * LAB_TIMEOUT + 60 + (LAB_TIMEOUT + 60) + CLOSED_LOOP_S
+THROTTLED = get_lab("throttled")
+STEADY = get_lab("throttled-steady")
+THRASH = get_memory_lab("memory-limit-thrash")
+
+
+def _scene_labs() -> list[tuple[AnyLab, list[str]]]:
+    return [(lab, [b.role for b in lab.boxes]) for lab in (THROTTLED, STEADY, THRASH)]
+
+
+def _scene_kernel(fix: MemoryFix) -> dict[str, Any]:
+    assert fix.throttled is not None and fix.steady is not None and fix.run is not None
+    return {
+        "throttled": {r: m.as_dict() for r, m in fix.throttled.measure().items()},
+        "throttled-steady": {r: m.as_dict() for r, m in fix.steady.measure().items()},
+        "memory-limit-thrash": fix.run.measure(),
+    }
+
+
+@pytest.mark.timeout(LAB_TIMEOUT + 200)
+def test_throttled_and_memory_limit_thrash_found(
+    exporter: ExporterProcess,
+    chain: Chain,
+    metadata: MetadataFile,
+    v2_layout: LabLayout,
+    lab_thresholds: Thresholds,
+    memory_fix: MemoryFix,
+) -> None:
+    """The scene's first phase: the three labs start, and /findings holds exactly their
+    expected findings (the second phase waits for the alerts to agree)."""
+    scratch = os.environ.get("CONTENTION_VM_SCRATCH")
+    assert scratch, "the guest has no scratch disk"
+    fix = memory_fix
+    fix.t0 = time.time()
+    try:
+        fix.run = fix.memory_stack.enter_context(
+            MemoryLabRun(THRASH, MEMORY_FIX_LAB_S, scratch, metadata=metadata, layout=v2_layout)
+        )
+        fix.steady = fix.stack.enter_context(
+            LabRun(STEADY, MEMORY_FIX_LAB_S, metadata=metadata, layout=v2_layout)
+        )
+        fix.throttled = fix.throttled_stack.enter_context(
+            LabRun(THROTTLED, seconds=2 * LAB_TIMEOUT + 60, metadata=metadata, layout=v2_layout)
+        )
+        state = await_labs(
+            _scene_labs(),
+            exporter,
+            chain,
+            fix.t0,
+            lambda: _scene_kernel(fix),
+            lab_thresholds,
+            findings_only=True,
+        )
+    except BaseException:
+        fix.stack.close()  # no scene for the next phase: the labs stop here
+        raise
+    print(f"found after {state['seconds_to_find']} s: {json.dumps(_summary(state['findings']))}")
 
 
 @pytest.mark.timeout(LAB_TIMEOUT + 200)
 def test_throttled_and_memory_limit_thrash(
     exporter: ExporterProcess,
     chain: Chain,
-    metadata: MetadataFile,
-    v2_layout: LabLayout,
     observed: Observed,
     lab_thresholds: Thresholds,
     memory_fix: MemoryFix,
 ) -> None:
-    scratch = os.environ.get("CONTENTION_VM_SCRATCH")
-    assert scratch, "the guest has no scratch disk"
-    cpu_lab = get_lab("throttled")
-    steady_lab = get_lab("throttled-steady")
-    mem_lab = get_memory_lab("memory-limit-thrash")
-    t0 = time.time()
-    mem = memory_fix.memory_stack.enter_context(
-        MemoryLabRun(mem_lab, MEMORY_FIX_LAB_S, scratch, metadata=metadata, layout=v2_layout)
-    )
+    """The scene's second phase: the alerts agree with the findings at the webhook and
+    in Prometheus; ``throttled`` stops, and the closed loop's fixes are applied."""
+    fix = memory_fix
     try:
-        steady = memory_fix.stack.enter_context(
-            LabRun(steady_lab, MEMORY_FIX_LAB_S, metadata=metadata, layout=v2_layout)
+        if fix.throttled is None or fix.steady is None or fix.run is None:
+            pytest.fail("no scene: test_throttled_and_memory_limit_thrash_found did not start it")
+        state = await_labs(
+            _scene_labs(), exporter, chain, fix.t0, lambda: _scene_kernel(fix), lab_thresholds
         )
-        with LabRun(cpu_lab, seconds=LAB_TIMEOUT + 60, metadata=metadata, layout=v2_layout) as cpu:
-
-            def kernel() -> dict[str, Any]:
-                return {
-                    "throttled": {r: m.as_dict() for r, m in cpu.measure().items()},
-                    "throttled-steady": {r: m.as_dict() for r, m in steady.measure().items()},
-                    "memory-limit-thrash": mem.measure(),
-                }
-
-            state = await_labs(
-                [
-                    (cpu_lab, [b.role for b in cpu_lab.boxes]),
-                    (steady_lab, [b.role for b in steady_lab.boxes]),
-                    (mem_lab, [b.role for b in mem_lab.boxes]),
-                ],
-                exporter,
-                chain,
-                t0,
-                kernel,
-                lab_thresholds,
-            )
-            numbers = kernel()
+        numbers = _scene_kernel(fix)
+        fix.throttled_stack.close()
         # The closed loop's fixes, judged by test_memory_limit_thrash_closed_loop.
+        mem, steady = fix.run, fix.steady
         (row,) = [f for f in state["findings"] if f["kind"] == "memory-limit-thrash"]
-        memory_fix.applied = apply_finding(mem, row)
-        memory_fix.mark = mem.mark()
-        memory_fix.run, memory_fix.row = mem, row
-        service = steady_lab.cgroup_path("service")
+        fix.applied = apply_finding(mem, row)
+        fix.mark = mem.mark()
+        fix.row = row
+        service = STEADY.cgroup_path("service")
         (srow,) = [f for f in state["findings"] if f["victim"]["cgroup"] == service]
-        memory_fix.cpu = CpuFix(steady, srow, apply_finding(steady, srow), steady.mark())
+        fix.cpu = CpuFix(steady, srow, apply_finding(steady, srow), steady.mark())
     except BaseException:
-        memory_fix.stack.close()  # no fix to judge: the lab stops before the next test
+        fix.stack.close()  # no fix to judge: the labs stop before the next test
         raise
     rows = state["findings"]
-    for lab in (cpu_lab, steady_lab):
+    for lab in (THROTTLED, STEADY):
         roles = [b.role for b in lab.boxes]
         paths, pods = _paths(lab, roles), {lab.pod(r) for r in roles}
         observed.data[lab.name] = {
@@ -636,24 +681,76 @@ def test_throttled_steady_closed_loop(
         )
 
 
+@dataclass
+class PressureScene:
+    """memory-pressure's lab, from the phase that starts it to the one that judges it."""
+
+    stack: ExitStack = field(default_factory=ExitStack)
+    t0: float = 0.0
+    run: MemoryLabRun | None = None
+
+
+@pytest.fixture(scope="module")
+def pressure() -> Iterator[PressureScene]:
+    scene = PressureScene()
+    with scene.stack:
+        yield scene
+
+
+PRESSURE = get_memory_lab("memory-pressure")
+
+
 @pytest.mark.timeout(LAB_TIMEOUT + 200)
-def test_memory_pressure(
+def test_memory_pressure_found(
     exporter: ExporterProcess,
     chain: Chain,
     metadata: MetadataFile,
     v2_layout: LabLayout,
-    observed: Observed,
     lab_thresholds: Thresholds,
+    pressure: PressureScene,
 ) -> None:
+    """memory-pressure's first phase: the lab starts, and /findings holds exactly its
+    expected findings (the second phase waits for the alerts to agree)."""
     scratch = os.environ.get("CONTENTION_VM_SCRATCH")
     assert scratch, "the guest has no scratch disk"
-    lab = get_memory_lab("memory-pressure")
-    t0 = time.time()
-    with MemoryLabRun(lab, LAB_TIMEOUT + 60, scratch, metadata=metadata, layout=v2_layout) as run:
+    lab = PRESSURE
+    pressure.t0 = time.time()
+    try:
+        run = pressure.stack.enter_context(
+            MemoryLabRun(lab, 2 * LAB_TIMEOUT + 60, scratch, metadata=metadata, layout=v2_layout)
+        )
+        pressure.run = run
+        roles = [b.role for b in lab.boxes]
         state = await_labs(
-            [(lab, [b.role for b in lab.boxes])], exporter, chain, t0, run.measure, lab_thresholds
+            [(lab, roles)], exporter, chain, pressure.t0, run.measure, lab_thresholds, True
+        )
+    except BaseException:
+        pressure.stack.close()
+        raise
+    print(f"found after {state['seconds_to_find']} s: {json.dumps(_summary(state['findings']))}")
+
+
+@pytest.mark.timeout(LAB_TIMEOUT + 200)
+def test_memory_pressure(
+    exporter: ExporterProcess,
+    chain: Chain,
+    observed: Observed,
+    lab_thresholds: Thresholds,
+    pressure: PressureScene,
+) -> None:
+    """memory-pressure's second phase: the alerts agree with the findings, no
+    container was OOM-killed, and the culprit is labelled a heuristic."""
+    lab, run = PRESSURE, pressure.run
+    try:
+        if run is None:
+            pytest.fail("no lab: test_memory_pressure_found did not start it")
+        roles = [b.role for b in lab.boxes]
+        state = await_labs(
+            [(lab, roles)], exporter, chain, pressure.t0, run.measure, lab_thresholds
         )
         numbers = run.measure()
+    finally:
+        pressure.stack.close()
     rows = state["findings"]
     observed.data["memory-pressure"] = {
         "seconds_to_agree": state["seconds_to_agree"],
