@@ -358,19 +358,23 @@ vm_wanted() { [ "${CONTENTION_VM_LANE:-1}" != 0 ] || [[ "$ci" =~ ^(true|1|yes)$ 
 # guest on one host CPU; the labs' guest mostly waits for whole minutes, the agent's is
 # CPU-bound, so the two share the machine with the lanes beside them (docs/testing.md).
 # Each keeps its output in its vm.log and its end time in .lane-end.
-# As root the guests run ahead of the host lanes beside them: a guest's clock keeps
-# running while the host keeps its vCPU thread off a CPU, and the guest's kernel charges
-# that time to the task it was running, which distorts the throttling and stall the
-# guests measure. The host lanes beside them (image build, unit, fuzz, image) time
-# nothing they check. The labs guest, which mostly waits but judges its closed loop's
-# limit by the kernel's throttled ratio, runs at nice -10; the agent's, CPU-bound
-# throughout, at -5, so the lanes beside keep a share (docs/testing.md). (Each guest's
-# session is its own autogroup: the lane gives it this nice value, tests/vm/guest.py
-# keep_priority.)
+# As root the guests run ahead of the host lanes beside them (nice -5): a guest's clock
+# keeps running while the host keeps its vCPU thread off a CPU, and the guest's kernel
+# charges that time to the task it was running, which distorts the throttling and stall
+# the guests measure. The host lanes beside them (image build, unit, fuzz, image) time
+# nothing they check. The labs guest asks for more (nice -10, --boost-nice) while it
+# judges throttling, from its CPU labs to its closed loop's verdict: a limit judged by
+# the kernel's throttled ratio (docs/testing.md). (Each guest's session is its own
+# autogroup: the lane gives it this nice value, tests/vm/guest.py keep_priority, Boost.)
 # vm_prio NICE: the command prefix for a guest at NICE (none unless root)
 vm_prio() {
   [ "$(id -u)" -eq 0 ] || return 0
   echo nice -n "$1"
+}
+# vm_boost NICE: the labs guest's --boost-nice (none unless root)
+vm_boost() {
+  [ "$(id -u)" -eq 0 ] || return 0
+  echo "--boost-nice=$1"
 }
 VM_PIDS=()
 VM_NAMES=()
@@ -470,7 +474,7 @@ else
     # waits for $IMAGE.status (tests/vm/lane.py --image-pending).
     rm -f "$IMAGE.status"
     if vm_wanted; then
-      vm_start "VM lane (labs)" "$RESULTS/vm-labs" -10 --part labs
+      vm_start "VM lane (labs)" "$RESULTS/vm-labs" -5 --part labs $(vm_boost -10)
       vm_start "VM lane (agent)" "$VMDIR" -5 --part agent --image-pending "$IMAGE"
     else
       left_out "VM lane" CONTENTION_VM_LANE=0 vm

@@ -21,6 +21,7 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from labs.scenarios import node_busy_seconds
@@ -28,6 +29,9 @@ from tests.support.machine_load import descendants, processes
 
 ENV = "CONTENTION_VM_HOST_LOAD"  # the file's path, in the guest's environment
 INTERVAL_S = 2.0
+# In the guest's results share while it asks the host for priority (:func:`boosted`).
+BOOST_FILE = ".boost"
+_boost_depth = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,3 +186,25 @@ def note(start: float, end: float, path: str | None, busy_cores: float) -> tuple
         else f"The host was quiet beside this guest ({f.outside_cores:.2f} cores of other work)."
     )
     return busy, f"{head}\n{f.describe()}"
+
+
+@contextlib.contextmanager
+def boosted() -> Iterator[None]:
+    """Ask the host to run this guest ahead of the work beside it (tests/vm/guest.py
+    ``Boost``: the lane's ``--boost-nice``) while the block measures throttling or stall
+    that a busy host would distort. Outside a VM lane's guest, or nested, it does
+    nothing more."""
+    global _boost_depth
+    results = os.environ.get("CONTENTION_VM_RESULTS")
+    path = os.path.join(results, BOOST_FILE) if results else None
+    _boost_depth += 1
+    try:
+        if path is not None and _boost_depth == 1:
+            with contextlib.suppress(OSError), open(path, "w") as f:
+                f.write(f"{time.time():.3f}\n")
+        yield
+    finally:
+        _boost_depth -= 1
+        if path is not None and _boost_depth == 0:
+            with contextlib.suppress(OSError):
+                os.unlink(path)

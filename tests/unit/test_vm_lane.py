@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import host_load
 from tests.vm import guest, lane
 
 
@@ -139,3 +140,34 @@ def test_the_guests_session_keeps_the_lanes_priority(
     monkeypatch.setattr(os, "nice", lambda inc: 0)
     guest.keep_priority(42, procfs=str(tmp_path))
     assert group.read_text() == "/autogroup-7 nice 0\n"
+
+
+def test_the_guest_runs_ahead_while_it_asks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """host_load.boosted in the guest writes the flag in its results share; the host's
+    Boost, polled with the guest's run, gives the session its boost nice value while the
+    flag is there and the lane's own after, and counts the seconds (nested blocks ask
+    once)."""
+    (tmp_path / "42").mkdir()
+    group = tmp_path / "42" / "autogroup"
+    group.write_text("/autogroup-7 nice 0\n")
+    results = tmp_path / "results"
+    results.mkdir()
+    monkeypatch.setenv("CONTENTION_VM_RESULTS", str(results))
+    monkeypatch.setattr(os, "nice", lambda inc: -5)
+    boost = guest.Boost(str(results / host_load.BOOST_FILE), -10)
+    boost.update(42, procfs=str(tmp_path))
+    assert group.read_text() == "/autogroup-7 nice 0\n" and not boost.on  # not asked
+    with host_load.boosted():
+        with host_load.boosted():
+            boost.update(42, procfs=str(tmp_path))
+            assert group.read_text() == "-10" and boost.on
+        assert (results / host_load.BOOST_FILE).exists()  # the outer block still asks
+    assert not (results / host_load.BOOST_FILE).exists()
+    boost.update(42, procfs=str(tmp_path))
+    assert group.read_text() == "-5" and not boost.on
+    assert boost.total() >= 0.0 and boost.total() == boost.seconds
+    monkeypatch.delenv("CONTENTION_VM_RESULTS")
+    with host_load.boosted():  # outside a guest: nothing to write, nothing raised
+        pass

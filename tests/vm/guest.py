@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support import host_load
+
 ROOT = Path(__file__).resolve().parents[2]
 SETUP_SCRIPT = ROOT / "scripts" / "setup-vm.sh"
 GUEST_INIT = Path(__file__).with_name("guest_init.sh")
@@ -93,6 +95,9 @@ class GuestSpec:
     append: tuple[str, ...] = V2_CMDLINE
     env: Mapping[str, str] = field(default_factory=dict)
     workdir: str = str(ROOT)
+    # While the guest's results hold BOOST_FILE (tests.support.host_load.boosted), its
+    # session's autogroup runs at this nice value instead of the lane's (None: never).
+    boost_nice: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +108,7 @@ class GuestResult:
     boot_s: float | None  # guest uptime when the command started
     results_dir: str
     console_tail: str  # the last lines qemu printed (kernel messages), for failures
+    boosted_s: float = 0.0  # how long the guest ran at GuestSpec.boost_nice on request
 
 
 def vng_binary() -> Path:
@@ -232,6 +238,43 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+def autogroup_nice(pid: int, niceness: int, procfs: str = "/proc") -> None:
+    """Weigh the session of ``pid`` as one task at ``niceness`` (autogroup scheduling);
+    a machine without autogroup, or a negative value without root, keeps its weight."""
+    path = os.path.join(procfs, str(pid), "autogroup")
+    with contextlib.suppress(OSError), open(path, "w") as f:
+        f.write(str(niceness))
+
+
+@dataclass
+class Boost:
+    """The guest's priority on request: while ``flag`` exists (the guest writes it in its
+    results share around the tests whose throttling or stall a busy host would distort),
+    the guest's session runs at ``niceness``, otherwise at the lane's own nice value."""
+
+    flag: str
+    niceness: int
+    on: bool = False
+    seconds: float = 0.0  # boosted so far
+    _since: float = 0.0
+
+    def update(self, pid: int, procfs: str = "/proc") -> None:
+        want = os.path.exists(self.flag)
+        if want == self.on:
+            return
+        now = time.monotonic()
+        if want:
+            self._since = now
+        else:
+            self.seconds += now - self._since
+        autogroup_nice(pid, self.niceness if want else os.nice(0), procfs)
+        self.on = want
+
+    def total(self) -> float:
+        """Seconds boosted so far, the current stretch included."""
+        return self.seconds + (time.monotonic() - self._since if self.on else 0.0)
+
+
 def keep_priority(pid: int, procfs: str = "/proc") -> None:
     """Give the new session of ``pid`` this process's nice value. With autogroup
     scheduling (``/proc/sys/kernel/sched_autogroup_enabled``) a session is weighed
@@ -240,11 +283,8 @@ def keep_priority(pid: int, procfs: str = "/proc") -> None:
     gives the lane (docs/testing.md). A machine without autogroup, or a negative value
     without root, keeps the default: the guest runs, at the usual weight."""
     niceness = os.nice(0)
-    if niceness == 0:
-        return
-    path = os.path.join(procfs, str(pid), "autogroup")
-    with contextlib.suppress(OSError), open(path, "w") as f:
-        f.write(str(niceness))
+    if niceness != 0:
+        autogroup_nice(pid, niceness, procfs)
 
 
 def _kill_tree(popen: subprocess.Popen[bytes]) -> None:
@@ -306,8 +346,11 @@ def run(
     console = os.path.join(work, "console.log")
     tail = _Tail(os.path.join(results, "output.log"), write)
     started = time.monotonic()
+    boost = None
+    if spec.boost_nice is not None:
+        boost = Boost(os.path.join(results, host_load.BOOST_FILE), spec.boost_nice)
     try:
-        reason = _boot(spec, vng_argv(spec, results, disk), console, tail)
+        reason = _boot(spec, vng_argv(spec, results, disk), console, tail, boost)
     finally:
         tail.pump()
         status, boot_s = _read_status(results)
@@ -323,13 +366,17 @@ def run(
         boot_s=boot_s,
         results_dir=results if (keep or not own_dir) else "",
         console_tail=console_tail,
+        boosted_s=boost.total() if boost is not None else 0.0,
     )
 
 
-def _boot(spec: GuestSpec, argv: list[str], console: str, tail: _Tail) -> str:
+def _boot(
+    spec: GuestSpec, argv: list[str], console: str, tail: _Tail, boost: Boost | None = None
+) -> str:
     """Run virtme-ng until the guest powers off; past ``spec.timeout_s``, or when this
     process is interrupted or terminated, kill the qemu it started (by PID). Returns
-    why the guest was killed ("" when it powered off by itself)."""
+    why the guest was killed ("" when it powered off by itself). ``boost``: the guest's
+    priority on its request, checked at each poll."""
     deadline = time.monotonic() + spec.timeout_s
     popen: subprocess.Popen[bytes] | None = None
     old: dict[signal.Signals, Any] = {}
@@ -352,6 +399,8 @@ def _boot(spec: GuestSpec, argv: list[str], console: str, tail: _Tail) -> str:
             keep_priority(popen.pid)
             while popen.poll() is None:
                 tail.pump()
+                if boost is not None:
+                    boost.update(popen.pid)
                 if time.monotonic() >= deadline:
                     _kill_tree(popen)
                     return f"the guest did not power off within {spec.timeout_s:.0f}s: killed"

@@ -208,6 +208,15 @@ def _parser() -> argparse.ArgumentParser:
         "runs in two guests side by side: labs (tests/vm/test_v2_labs.py) or agent (the "
         "probe, sampler and image tests); labs needs no image",
     )
+    ap.add_argument(
+        "--boost-nice",
+        type=int,
+        default=None,
+        metavar="N",
+        help="while the guest asks for it (tests.support.host_load.boosted: the labs "
+        "around their CPU measurements), run it at nice N instead of this lane's nice "
+        "value (scripts/test.sh: -10 for the labs, beside a lane at -5)",
+    )
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     return ap
 
@@ -372,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         loose_dirs=guest.python_dirs(),
         scratch_disk_mib=1024,
         env=env,
+        boost_nice=args.boost_nice,
     )
     print(
         f"==> VM lane: Linux {kernel.release}, {args.cpus} CPUs, {args.memory} RAM, "
@@ -407,12 +417,19 @@ def main(argv: list[str] | None = None) -> int:
         "reason": res.reason,
         "boots": boots,
         "host": host.as_dict() if host else None,
+        "boost_nice": args.boost_nice,
+        "boosted_s": round(res.boosted_s, 1),
     }
     write_summary(results, summary)
     print(
         f"==> VM lane: guest pytest exit {res.status}; boot {res.boot_s or 0:.0f}s, "
         f"guest {res.wall_s:.0f}s (+{prepared:.0f}s setup, {image_s:.0f}s image); results "
-        f"in {results}; {host.describe() if host else 'host load unknown'}",
+        f"in {results}; {host.describe() if host else 'host load unknown'}"
+        + (
+            f"; at nice {args.boost_nice} on its request for {res.boosted_s:.0f}s"
+            if args.boost_nice is not None
+            else ""
+        ),
         flush=True,
     )
     if res.status is None:

@@ -66,6 +66,7 @@ from tests.e2e.chain import (
     missing_binaries,
     wait_until,
 )
+from tests.support import host_load
 from tests.vm.conftest import GUEST_EVAL_INTERVAL, GUEST_SCRAPE_INTERVAL
 
 pytestmark = pytest.mark.vm
@@ -394,6 +395,9 @@ def test_throttled_and_memory_limit_thrash_found(
     fix = memory_fix
     fix.t0 = time.time()
     try:
+        # From here to the CPU closed loop's verdict the guest measures throttling, which
+        # a busy host inflates: it asks to run ahead of the host's lanes until then.
+        fix.stack.enter_context(host_load.boosted())
         fix.run = fix.memory_stack.enter_context(
             MemoryLabRun(THRASH, MEMORY_FIX_LAB_S, scratch, metadata=metadata, layout=v2_layout)
         )
