@@ -418,6 +418,7 @@ def test_throttled_and_memory_limit_thrash_found(
         )
     except BaseException:
         fix.stack.close()  # no scene for the next phase: the labs stop here
+        fix.throttled = None
         raise
     print(f"found after {state['seconds_to_find']} s: {json.dumps(_summary(state['findings']))}")
 
@@ -704,32 +705,75 @@ def pressure() -> Iterator[PressureScene]:
 PRESSURE = get_memory_lab("memory-pressure")
 
 
+PREMISE_SPAN_S = 10.0  # the kernel's counters over this span say the premise holds now
+PREMISE_MINUTE_S = 10.0  # a minute is watched whole if its first pass is this far in
+
+
+def _pressure_now(run: MemoryLabRun, th: Thresholds) -> tuple[bool, dict[str, Any]]:
+    """memory-pressure's premise, from the kernel over the last PREMISE_SPAN_S: the
+    victim stalled on memory or refaulting, and the node under memory pressure."""
+    mark = run.mark()
+    time.sleep(PREMISE_SPAN_S)
+    m = run.measure(since=mark)
+    v = m.get(PRESSURE.expect[0].victim) or {}
+    node = m.get("node") or {}
+    stalled = (v.get("psi_some") or 0.0) >= th.mem_stall_some
+    refaulting = (v.get("refaults_per_min") or 0.0) >= th.refault_per_min
+    return (stalled or refaulting) and (node.get("memory_some") or 0.0) >= th.node_mem_stall_some, m
+
+
 @pytest.mark.timeout(LAB_TIMEOUT + 200)
-def test_memory_pressure_found(
-    exporter: ExporterProcess,
-    chain: Chain,
+def test_memory_pressure_builds(
     metadata: MetadataFile,
     v2_layout: LabLayout,
     lab_thresholds: Thresholds,
     pressure: PressureScene,
 ) -> None:
-    """memory-pressure's first phase: the lab starts, and /findings holds exactly its
-    expected findings (the second phase waits for the alerts to agree)."""
+    """memory-pressure's first phase, on the kernel's side: the lab starts and the guest
+    gets short of memory (the victim stalled or refaulting, the node's memory PSI above
+    ``nodeMemStallSome``), then the first minute the exporter can judge whole begins."""
     scratch = os.environ.get("CONTENTION_VM_SCRATCH")
     assert scratch, "the guest has no scratch disk"
-    lab = PRESSURE
     pressure.t0 = time.time()
+    deadline = pressure.t0 + LAB_TIMEOUT
     try:
         run = pressure.stack.enter_context(
-            MemoryLabRun(lab, 2 * LAB_TIMEOUT + 60, scratch, metadata=metadata, layout=v2_layout)
+            MemoryLabRun(
+                PRESSURE, 3 * LAB_TIMEOUT + 60, scratch, metadata=metadata, layout=v2_layout
+            )
         )
         pressure.run = run
+        held, numbers = _pressure_now(run, lab_thresholds)
+        while not held and time.time() < deadline:
+            held, numbers = _pressure_now(run, lab_thresholds)
+        assert held, f"the guest never got short of memory in {LAB_TIMEOUT:.0f} s: {numbers}"
+    except BaseException:
+        pressure.stack.close()  # no lab for the next phase
+        pressure.run = None
+        raise
+    into = time.time() % 60
+    print(f"short of memory after {time.time() - pressure.t0:.1f} s: {json.dumps(numbers)}")
+    if into > PREMISE_MINUTE_S:
+        time.sleep(60 - into)
+
+
+@pytest.mark.timeout(LAB_TIMEOUT + 200)
+def test_memory_pressure_found(
+    exporter: ExporterProcess, chain: Chain, lab_thresholds: Thresholds, pressure: PressureScene
+) -> None:
+    """memory-pressure's second phase: /findings holds exactly its expected findings
+    (the third waits for the alerts to agree)."""
+    lab, run = PRESSURE, pressure.run
+    try:
+        if run is None:
+            pytest.fail("no lab: test_memory_pressure_builds did not start it")
         roles = [b.role for b in lab.boxes]
         state = await_labs(
             [(lab, roles)], exporter, chain, pressure.t0, run.measure, lab_thresholds, True
         )
     except BaseException:
-        pressure.stack.close()
+        pressure.stack.close()  # no lab for the next phase
+        pressure.run = None
         raise
     print(f"found after {state['seconds_to_find']} s: {json.dumps(_summary(state['findings']))}")
 
@@ -742,12 +786,12 @@ def test_memory_pressure(
     lab_thresholds: Thresholds,
     pressure: PressureScene,
 ) -> None:
-    """memory-pressure's second phase: the alerts agree with the findings, no
+    """memory-pressure's third phase: the alerts agree with the findings, no
     container was OOM-killed, and the culprit is labelled a heuristic."""
     lab, run = PRESSURE, pressure.run
     try:
         if run is None:
-            pytest.fail("no lab: test_memory_pressure_found did not start it")
+            pytest.fail("no lab: test_memory_pressure_builds did not start it")
         roles = [b.role for b in lab.boxes]
         state = await_labs(
             [(lab, roles)], exporter, chain, pressure.t0, run.measure, lab_thresholds
