@@ -79,13 +79,33 @@ def _part(corpus: list[Scenario], part: int) -> list[Scenario]:
     return corpus[part::CORPUS_PARTS]
 
 
-def _corpus_tests(
-    corpus: list[Scenario], th: Thresholds, target: dict[str, str] = TARGET
-) -> list[dict[str, Any]]:
-    tests: list[dict[str, Any]] = pt.render_tests(corpus, th, "rules.yaml", False, "all", target)[
-        "tests"
-    ]
-    return tests
+def _assert_part_agrees(
+    tmp_path: Path,
+    corpus: list[Scenario],
+    part: int,
+    rules_th: Thresholds,
+    tests_th: Thresholds | None = None,
+    target: dict[str, str] = TARGET,
+) -> None:
+    """promtool over one part of the corpus: the pack from ``rules_th`` against the
+    alerts the evaluator expects under ``tests_th`` (the same by default)."""
+    th = tests_th or rules_th
+    tests = pt.render_tests(_part(corpus, part), th, "rules.yaml", False, "all", target)["tests"]
+    res = _run(tmp_path, rules_th, tests, False)
+    assert res.ok, res.output[-20000:]
+
+
+def _assert_annotations_part(
+    tmp_path: Path, corpus: list[Scenario], part: int, th: Thresholds
+) -> None:
+    """promtool with full label sets and annotations over one part of the corpus's
+    unit scenarios (part 0 also runs the health alerts' tests)."""
+    unit = [s for s in _part(corpus, part) if s.unit]
+    tests = pt.render_tests(unit, th, "rules.yaml", True)["tests"]
+    if part == 0:
+        tests += render_health_tests(th, "rules.yaml")["tests"]
+    res = _run(tmp_path, th, tests, True)
+    assert res.ok, res.output[-20000:]
 
 
 _RAW = re.compile(r"(?<![:\w])(contention_[a-z_]+|up)\b(\{[^}]*\})?(?!\s*\()")
@@ -111,9 +131,7 @@ def test_selector_selects_the_exporters_series(
 ) -> None:
     """Scraped under the selector's job: the rules agree with the evaluator throughout."""
     th = _config(selector='job="node-agent"')
-    target = {**TARGET, "job": "node-agent"}
-    res = _run(tmp_path, th, _corpus_tests(_part(corpus, part), th, target), False)
-    assert res.ok, res.output[-20000:]
+    _assert_part_agrees(tmp_path, corpus, part, th, target={**TARGET, "job": "node-agent"})
 
 
 @needs_promtool
@@ -125,8 +143,7 @@ def test_the_selector_leaves_other_jobs_alone(
     th = _config(selector='job="node-agent"')
     assert "contention-exporter" in TARGET["job"]
     silent = _config(disabledAlerts=list(ALERT_NAMES.values()))
-    res = _run(tmp_path, th, _corpus_tests(_part(corpus, part), silent), False)
-    assert res.ok, res.output[-20000:]
+    _assert_part_agrees(tmp_path, corpus, part, th, silent)
 
 
 @needs_promtool
@@ -134,12 +151,7 @@ def test_the_selector_leaves_other_jobs_alone(
 def test_alert_labels_reach_every_alert(corpus: list[Scenario], tmp_path: Path, part: int) -> None:
     th = _config(alertLabels={"team": "platform", "tier": 1})
     assert th.alert_labels == (("team", "platform"), ("tier", "1"))
-    unit = [s for s in _part(corpus, part) if s.unit]
-    tests = pt.render_tests(unit, th, "rules.yaml", True)["tests"]
-    if part == 0:
-        tests += render_health_tests(th, "rules.yaml")["tests"]
-    res = _run(tmp_path, th, tests, True)  # full label sets and annotations
-    assert res.ok, res.output[-20000:]
+    _assert_annotations_part(tmp_path, corpus, part, th)
     for g in rule_groups(th)["groups"]:
         for r in g["rules"]:
             if "alert" in r:
@@ -185,9 +197,7 @@ def test_the_corpus_agrees_with_a_cluster_label(
 ) -> None:
     """The whole corpus, with ``clusterLabel`` and a cluster label on every series."""
     th = _config(clusterLabel="cluster")
-    target = {**TARGET, "cluster": "eu-1"}
-    res = _run(tmp_path, th, _corpus_tests(_part(corpus, part), th, target), False)
-    assert res.ok, res.output[-20000:]
+    _assert_part_agrees(tmp_path, corpus, part, th, target={**TARGET, "cluster": "eu-1"})
 
 
 DISABLED = ["ContentionCPUThrottled", health.PROBE_NOT_LOADED]
@@ -223,9 +233,7 @@ def test_the_corpus_agrees_with_alerts_disabled(
     corpus: list[Scenario], tmp_path: Path, part: int
 ) -> None:
     """Every alert left in a pack with some disabled still agrees over the corpus."""
-    th = _config(disabledAlerts=DISABLED)
-    res = _run(tmp_path, th, _corpus_tests(_part(corpus, part), th), False)
-    assert res.ok, res.output[-20000:]
+    _assert_part_agrees(tmp_path, corpus, part, _config(disabledAlerts=DISABLED))
 
 
 def test_an_unknown_disabled_alert_is_an_error(
@@ -273,13 +281,7 @@ def test_runbook_urls_reach_every_alert(
 ) -> None:
     """With the default and a configured runbook URL, every alert's annotations (the
     runbook's among them) are what promtool expects."""
-    rules_th = _config(runbookUrl=runbook_url)
-    unit = [s for s in _part(corpus, part) if s.unit]
-    tests = pt.render_tests(unit, rules_th, "rules.yaml", True)["tests"]
-    if part == 0:
-        tests += render_health_tests(rules_th, "rules.yaml")["tests"]
-    res = _run(tmp_path, rules_th, tests, True)
-    assert res.ok, res.output[-20000:]
+    _assert_annotations_part(tmp_path, corpus, part, _config(runbookUrl=runbook_url))
 
 
 @pytest.mark.parametrize(
