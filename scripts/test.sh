@@ -366,30 +366,22 @@ vm_wanted() { [ "${CONTENTION_VM_LANE:-1}" != 0 ] || [[ "$ci" =~ ^(true|1|yes)$ 
 # judges throttling, from its CPU labs to its closed loop's verdict: a limit judged by
 # the kernel's throttled ratio (docs/testing.md). (Each guest's session is its own
 # autogroup: the lane gives it this nice value, tests/vm/guest.py keep_priority, Boost.)
-# vm_prio NICE: the command prefix for a guest at NICE (none unless root)
-vm_prio() {
-  [ "$(id -u)" -eq 0 ] || return 0
-  echo nice -n "$1"
-}
-# vm_boost NICE: the labs guest's --boost-nice (none unless root)
-vm_boost() {
-  [ "$(id -u)" -eq 0 ] || return 0
-  echo "--boost-nice=$1"
-}
+VM_PRIO=()
+VM_BOOST=()
+[ "$(id -u)" -ne 0 ] || { VM_PRIO=(nice -n -5); VM_BOOST=(--boost-nice=-10); }
 VM_PIDS=()
 VM_NAMES=()
 VM_DIRS=()
 VM_STARTS=()
 vm_start() {
-  local name="$1" dir="$2" prio
-  read -r -a prio <<< "$(vm_prio "$3")"
-  shift 3
+  local name="$1" dir="$2"
+  shift 2
   mkdir -p "$dir"
   VM_NAMES+=("$name")
   VM_DIRS+=("$dir")
   VM_STARTS+=("$(now)")
   step "$name: pure cgroup v2 guest (scripts/vm-test.sh $*), in the background: $dir/vm.log"
-  background "$dir/.lane-end" "$dir/vm.log" "${prio[@]}" bash scripts/vm-test.sh \
+  background "$dir/.lane-end" "$dir/vm.log" "${VM_PRIO[@]}" bash scripts/vm-test.sh \
     --results "$dir" "$@"
   VM_PIDS+=("$!")
 }
@@ -465,7 +457,7 @@ else
   if [ "$(id -u)" -ne 0 ]; then
     left_out "image build (core)" "not root: the image and VM lanes skip" step
     if vm_wanted; then
-      vm_start "VM lane" "$VMDIR" -5
+      vm_start "VM lane" "$VMDIR"
     else
       left_out "VM lane" CONTENTION_VM_LANE=0 vm
     fi
@@ -474,8 +466,8 @@ else
     # waits for $IMAGE.status (tests/vm/lane.py --image-pending).
     rm -f "$IMAGE.status"
     if vm_wanted; then
-      vm_start "VM lane (labs)" "$RESULTS/vm-labs" -5 --part labs $(vm_boost -10)
-      vm_start "VM lane (agent)" "$VMDIR" -5 --part agent --image-pending "$IMAGE"
+      vm_start "VM lane (labs)" "$RESULTS/vm-labs" --part labs "${VM_BOOST[@]}"
+      vm_start "VM lane (agent)" "$VMDIR" --part agent --image-pending "$IMAGE"
     else
       left_out "VM lane" CONTENTION_VM_LANE=0 vm
     fi
