@@ -45,11 +45,12 @@ from exporter.findings.thresholds import Thresholds
 from labs.cgroups import LabLayout
 from labs.closed_loop import Applied, apply_finding, judged_clear_at
 from labs.exporter_proc import ExporterProcess
-from labs.memory import MemoryLabRun, get_memory_lab
+from labs.memory import MemoryLab, MemoryLabRun, get_memory_lab
 from labs.scenarios import (
     LAB_CONTAINER,
     LAB_NAMESPACE,
     Expect,
+    Lab,
     LabRun,
     MetadataFile,
     finding_key,
@@ -366,8 +367,9 @@ STEADY = get_lab("throttled-steady")
 THRASH = get_memory_lab("memory-limit-thrash")
 
 
-def _scene_labs() -> list[tuple[AnyLab, list[str]]]:
-    return [(lab, [b.role for b in lab.boxes]) for lab in (THROTTLED, STEADY, THRASH)]
+def _whole(*labs: Lab | MemoryLab) -> list[tuple[AnyLab, list[str]]]:
+    """Each lab with every one of its containers, for :func:`await_labs`."""
+    return [(lab, [b.role for b in lab.boxes]) for lab in labs]
 
 
 def _scene_kernel(fix: MemoryFix) -> dict[str, Any]:
@@ -408,7 +410,7 @@ def test_throttled_and_memory_limit_thrash_found(
             LabRun(THROTTLED, seconds=2 * LAB_TIMEOUT + 60, metadata=metadata, layout=v2_layout)
         )
         state = await_labs(
-            _scene_labs(),
+            _whole(THROTTLED, STEADY, THRASH),
             exporter,
             chain,
             fix.t0,
@@ -438,7 +440,12 @@ def test_throttled_and_memory_limit_thrash(
         if fix.throttled is None or fix.steady is None or fix.run is None:
             pytest.fail("no scene: test_throttled_and_memory_limit_thrash_found did not start it")
         state = await_labs(
-            _scene_labs(), exporter, chain, fix.t0, lambda: _scene_kernel(fix), lab_thresholds
+            _whole(THROTTLED, STEADY, THRASH),
+            exporter,
+            chain,
+            fix.t0,
+            lambda: _scene_kernel(fix),
+            lab_thresholds,
         )
         numbers = _scene_kernel(fix)
         fix.throttled_stack.close()
@@ -580,7 +587,7 @@ def test_memory_limit_thrash_stalled(
     with MemoryLabRun(lab, LAB_TIMEOUT + 60, scratch, metadata=metadata, layout=v2_layout) as run:
         try:
             state = await_labs(
-                [(lab, [b.role for b in lab.boxes])],
+                _whole(lab),
                 exporter,
                 chain,
                 t0,
@@ -767,9 +774,14 @@ def test_memory_pressure_found(
     try:
         if run is None:
             pytest.fail("no lab: test_memory_pressure_builds did not start it")
-        roles = [b.role for b in lab.boxes]
         state = await_labs(
-            [(lab, roles)], exporter, chain, pressure.t0, run.measure, lab_thresholds, True
+            _whole(lab),
+            exporter,
+            chain,
+            pressure.t0,
+            run.measure,
+            lab_thresholds,
+            findings_only=True,
         )
     except BaseException:
         pressure.stack.close()  # no lab for the next phase
@@ -792,10 +804,7 @@ def test_memory_pressure(
     try:
         if run is None:
             pytest.fail("no lab: test_memory_pressure_builds did not start it")
-        roles = [b.role for b in lab.boxes]
-        state = await_labs(
-            [(lab, roles)], exporter, chain, pressure.t0, run.measure, lab_thresholds
-        )
+        state = await_labs(_whole(lab), exporter, chain, pressure.t0, run.measure, lab_thresholds)
         numbers = run.measure()
     finally:
         pressure.stack.close()
