@@ -255,9 +255,10 @@ def _one(kind: Kind, data: bytes, path: Path, watched: WatchedFile[Any], fig: Fi
         kept = watched.value is before and after.reload_failures_total == failures + 1
         if not kept or after.last_reload_ok:
             fig.bad("live_edits_lost_last_good", f"{where}: {after}")
-    elif watched.value != value:
+        return  # the watched value is still the good contents the next edit replaces
+    if watched.value != value:
         fig.bad("live_edits_lost_last_good", f"{where}: the good edit was not taken")
-    _write(path, kind.good.encode())
+    _write(path, kind.good.encode())  # the next edit starts from the good contents again
     watched.poll()
 
 
