@@ -171,3 +171,24 @@ def test_the_guest_runs_ahead_while_it_asks(
     monkeypatch.delenv("CONTENTION_VM_RESULTS")
     with host_load.boosted():  # outside a guest: nothing to write, nothing raised
         pass
+
+
+@pytest.mark.parametrize("boost_nice", [-10, None])
+def test_a_flag_left_by_a_killed_guest_is_not_taken_as_a_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, boost_nice: int | None
+) -> None:
+    """A guest killed inside host_load.boosted leaves the flag in its results directory;
+    the next guest run into that directory starts unboosted."""
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / host_load.BOOST_FILE).write_text("")
+    seen: list[bool] = []
+
+    def boot(spec: object, argv: object, console: object, tail: object, boost: object) -> str:
+        seen.append((results / host_load.BOOST_FILE).exists())
+        return "stopped by the test"
+
+    monkeypatch.setattr(guest, "_boot", boot)
+    spec = guest.GuestSpec(kernel=guest.Kernel(tmp_path), boost_nice=boost_nice)
+    res = guest.run(spec, ["true"], results_dir=str(results), echo=lambda s: None)
+    assert seen == [False] and res.boosted_s == 0.0

@@ -347,8 +347,11 @@ def run(
     tail = _Tail(os.path.join(results, "output.log"), write)
     started = time.monotonic()
     boost = None
+    flag = os.path.join(results, host_load.BOOST_FILE)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(flag)  # left by an earlier guest killed while it asked
     if spec.boost_nice is not None:
-        boost = Boost(os.path.join(results, host_load.BOOST_FILE), spec.boost_nice)
+        boost = Boost(flag, spec.boost_nice)
     try:
         reason = _boot(spec, vng_argv(spec, results, disk), console, tail, boost)
     finally:
