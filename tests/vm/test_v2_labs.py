@@ -814,6 +814,7 @@ def test_memory_pressure(
         "kernel": numbers,
         "findings": _summary(rows),
         "alerts": state["firing"],
+        "notifications": _notifications(chain, lab, pressure.t0),
     }
     observed.save()
     print(json.dumps(observed.data["memory-pressure"], indent=1))
@@ -823,6 +824,25 @@ def test_memory_pressure(
     # labelled a heuristic (docs/findings.md, memory-pressure).
     named = [f["culprit"] for f in rows if f["kind"] == "memory-pressure" and f.get("culprit")]
     assert named and all(c.get("heuristic") is True for c in named), _summary(rows)
+
+
+def _notifications(chain: Chain, lab: AnyLab, t0: float) -> list[dict[str, Any]]:
+    """What the webhook received for the lab's pods since ``t0``, in order: seconds
+    after ``t0``, status, victim and culprit pods."""
+    rows = []
+    for n in sorted(chain.webhook.snapshot(), key=lambda n: n.received):
+        if n.received < t0 or not str(n.labels.get("pod", "")).startswith(lab.name):
+            continue
+        rows.append(
+            {
+                "after_s": round(n.received - t0, 1),
+                "status": n.status,
+                "alert": n.labels.get("alertname"),
+                "victim": n.labels.get("pod"),
+                "culprit": n.labels.get("culprit_pod") or n.labels.get("culprit_cgroup"),
+            }
+        )
+    return rows
 
 
 def test_no_rule_failed_to_evaluate(chain: Chain) -> None:
