@@ -155,6 +155,32 @@ def container_of(labels: Mapping[str, str], prefix: str = "") -> str | None:
     return labels.get(prefix + "cgroup") or None
 
 
+def received_log(notes: Sequence[Any]) -> list[dict[str, Any]]:
+    """What the receiver got, one row per alert per notification in order (what the
+    on-call person read): when, firing or resolved, alert, severity, level, victim,
+    culprit and remediation. A firing alert repeated in a later notification of its
+    group is one row only (same startsAt and status)."""
+    rows, seen = [], set()
+    for n in sorted(notes, key=lambda n: n.received):
+        key = (tuple(sorted(n.labels.items())), n.status, n.starts_at)
+        if key in seen:
+            continue
+        seen.add(key)
+        rows.append(
+            {
+                "received": time.strftime("%H:%M:%S", time.gmtime(n.received)),
+                "status": n.status,
+                "alert": n.labels.get("alertname"),
+                "severity": n.labels.get("severity"),
+                "level": n.annotations.get("level"),
+                "victim": container_of(n.labels),
+                "culprit": container_of(n.labels, "culprit_") or n.labels.get("culprit"),
+                "remediation": n.annotations.get("remediation"),
+            }
+        )
+    return rows
+
+
 def alert_key(labels: Mapping[str, str]) -> tuple[str, str, str, str | None]:
     """``(alertname, severity, victim, culprit or None)``, containers as
     :func:`container_of` names them (``severity``: the kind's fixed label)."""

@@ -69,6 +69,7 @@ from tests.e2e.chain import (
     alert_states,
     container_of,
     levels_agree,
+    received_log,
     wait_until,
 )
 from tests.e2e.conftest import (
@@ -944,32 +945,6 @@ def _timeline(notes: Sequence[Any], victim: str) -> str:
     return f"{victim} (first at {time.strftime('%H:%M:%S', time.gmtime(t0))}Z):\n" + "\n".join(
         lines
     )
-
-
-def received_log(notes: Sequence[Any]) -> list[dict[str, Any]]:
-    """What the receiver got, one row per alert per notification in order (what the
-    on-call person read): when, firing or resolved, alert, severity, level, victim,
-    culprit and remediation. A firing alert repeated in a later notification of its
-    group is one row only (same startsAt and status)."""
-    rows, seen = [], set()
-    for n in sorted(notes, key=lambda n: n.received):
-        key = (tuple(sorted(n.labels.items())), n.status, n.starts_at)
-        if key in seen:
-            continue
-        seen.add(key)
-        rows.append(
-            {
-                "received": time.strftime("%H:%M:%S", time.gmtime(n.received)),
-                "status": n.status,
-                "alert": n.labels.get("alertname"),
-                "severity": n.labels.get("severity"),
-                "level": n.annotations.get("level"),
-                "victim": container_of(n.labels),
-                "culprit": container_of(n.labels, "culprit_") or n.labels.get("culprit"),
-                "remediation": n.annotations.get("remediation"),
-            }
-        )
-    return rows
 
 
 def incidents_of(notes: Sequence[Any], victim: str) -> list[dict[str, Any]]:

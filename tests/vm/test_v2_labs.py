@@ -65,6 +65,7 @@ from tests.e2e.chain import (
     generate_rules,
     levels_agree,
     missing_binaries,
+    received_log,
     wait_until,
 )
 from tests.support import host_load
@@ -381,6 +382,18 @@ def _scene_kernel(fix: MemoryFix) -> dict[str, Any]:
     }
 
 
+def _await_scene(
+    fix: MemoryFix,
+    exporter: ExporterProcess,
+    chain: Chain,
+    th: Thresholds,
+    findings_only: bool = False,
+) -> dict[str, Any]:
+    """:func:`await_labs` for the throttled + memory-limit-thrash scene."""
+    labs = _whole(THROTTLED, STEADY, THRASH)
+    return await_labs(labs, exporter, chain, fix.t0, lambda: _scene_kernel(fix), th, findings_only)
+
+
 @pytest.mark.timeout(LAB_TIMEOUT + 200)
 def test_throttled_and_memory_limit_thrash_found(
     exporter: ExporterProcess,
@@ -409,15 +422,7 @@ def test_throttled_and_memory_limit_thrash_found(
         fix.throttled = fix.throttled_stack.enter_context(
             LabRun(THROTTLED, seconds=2 * LAB_TIMEOUT + 60, metadata=metadata, layout=v2_layout)
         )
-        state = await_labs(
-            _whole(THROTTLED, STEADY, THRASH),
-            exporter,
-            chain,
-            fix.t0,
-            lambda: _scene_kernel(fix),
-            lab_thresholds,
-            findings_only=True,
-        )
+        state = _await_scene(fix, exporter, chain, lab_thresholds, findings_only=True)
     except BaseException:
         fix.stack.close()  # no scene for the next phase: the labs stop here
         fix.throttled = None
@@ -439,14 +444,7 @@ def test_throttled_and_memory_limit_thrash(
     try:
         if fix.throttled is None or fix.steady is None or fix.run is None:
             pytest.fail("no scene: test_throttled_and_memory_limit_thrash_found did not start it")
-        state = await_labs(
-            _whole(THROTTLED, STEADY, THRASH),
-            exporter,
-            chain,
-            fix.t0,
-            lambda: _scene_kernel(fix),
-            lab_thresholds,
-        )
+        state = _await_scene(fix, exporter, chain, lab_thresholds)
         numbers = _scene_kernel(fix)
         fix.throttled_stack.close()
         # The closed loop's fixes, judged by test_memory_limit_thrash_closed_loop.
@@ -809,12 +807,19 @@ def test_memory_pressure(
     finally:
         pressure.stack.close()
     rows = state["findings"]
+    pods = {lab.pod(b.role) for b in lab.boxes}
     observed.data["memory-pressure"] = {
         "seconds_to_agree": state["seconds_to_agree"],
         "kernel": numbers,
         "findings": _summary(rows),
         "alerts": state["firing"],
-        "notifications": _notifications(chain, lab, pressure.t0),
+        "notifications": received_log(
+            [
+                n
+                for n in chain.webhook.snapshot()
+                if n.received >= pressure.t0 and n.labels.get("pod") in pods
+            ]
+        ),
     }
     observed.save()
     print(json.dumps(observed.data["memory-pressure"], indent=1))
@@ -824,25 +829,6 @@ def test_memory_pressure(
     # labelled a heuristic (docs/findings.md, memory-pressure).
     named = [f["culprit"] for f in rows if f["kind"] == "memory-pressure" and f.get("culprit")]
     assert named and all(c.get("heuristic") is True for c in named), _summary(rows)
-
-
-def _notifications(chain: Chain, lab: AnyLab, t0: float) -> list[dict[str, Any]]:
-    """What the webhook received for the lab's pods since ``t0``, in order: seconds
-    after ``t0``, status, victim and culprit pods."""
-    rows = []
-    for n in sorted(chain.webhook.snapshot(), key=lambda n: n.received):
-        if n.received < t0 or not str(n.labels.get("pod", "")).startswith(lab.name):
-            continue
-        rows.append(
-            {
-                "after_s": round(n.received - t0, 1),
-                "status": n.status,
-                "alert": n.labels.get("alertname"),
-                "victim": n.labels.get("pod"),
-                "culprit": n.labels.get("culprit_pod") or n.labels.get("culprit_cgroup"),
-            }
-        )
-    return rows
 
 
 def test_no_rule_failed_to_evaluate(chain: Chain) -> None:
