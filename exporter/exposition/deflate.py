@@ -37,17 +37,22 @@ def _deflate(chunk: bytes, level: int) -> bytes:
 class Gzipper:
     """gzips expositions one after another, keeping each family's compressed run while
     its parts (``text.Parts``: the same object means the same bytes) come back. Holds
-    only the last exposition's runs. Thread-safe."""
+    only the last exposition: its body (the one that was served), and where each run
+    is in it. Thread-safe."""
 
     def __init__(self, level: int) -> None:
         self.level = level
-        self._runs: dict[int, tuple[Parts, bytes]] = {}  # id(parts) -> (parts, run)
+        # id(parts) -> (parts, start, end of its run in the body)
+        self._runs: dict[int, tuple[Parts, int, int]] = {}
+        self._body = b""
         self._lock = threading.Lock()
 
     def gzip(self, exposition: Sequence[Parts]) -> bytes:
         with self._lock:
-            runs: dict[int, tuple[Parts, bytes]] = {}
-            out = [_header(self.level)]
+            runs: dict[int, tuple[Parts, int, int]] = {}
+            last = memoryview(self._body)  # a kept run is a slice of it: no copy kept
+            out: list[bytes | memoryview] = [_header(self.level)]
+            at = len(out[0])
             crc = 0
             size = 0
             for parts in exposition:
@@ -55,12 +60,17 @@ class Gzipper:
                 # Keyed by identity, with the parts held: an id cannot be reused while
                 # its object lives, so a hit is this very object.
                 hit = self._runs.get(id(parts))
-                run = hit[1] if hit is not None and hit[0] is parts else _deflate(chunk, self.level)
-                runs[id(parts)] = (parts, run)
+                if hit is not None and hit[0] is parts:
+                    run: bytes | memoryview = last[hit[1] : hit[2]]
+                else:
+                    run = _deflate(chunk, self.level)
+                runs[id(parts)] = (parts, at, at + len(run))
+                at += len(run)
                 out.append(run)
                 crc = zlib.crc32(chunk, crc)
                 size += len(chunk)
-            self._runs = runs
             out.append(_FINAL_EMPTY_BLOCK)
             out.append(struct.pack("<LL", crc, size & 0xFFFFFFFF))
-            return b"".join(out)
+            body = b"".join(out)
+            self._runs, self._body = runs, body
+            return body

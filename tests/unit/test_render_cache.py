@@ -207,3 +207,16 @@ def test_passes_whose_counters_move_render_as_prometheus_client(node: Path) -> N
                 assert any(x.endswith(f" {float(n + 2)}") for x in lines), lines
     finally:
         agent.close()
+
+
+def test_kept_gzip_runs_are_slices_of_the_last_body() -> None:
+    """One copy of the gzip output: a kept run is read from the body last served."""
+    r, g = Renderer(), Gzipper(1)
+    fams = [gauge("x", {("a",): 1.0}), gauge("y", {("b",): 1.0})]
+    first = g.gzip(r.parts(fams, True))
+    again = g.gzip(r.parts([gauge("x", {("a",): 1.0}), gauge("y", {("b",): 2.0})], True))
+    assert g._body is again
+    assert all(again[a:b] == first[a:b] for _, a, b in list(g._runs.values())[:1])
+    want = expected([gauge("x", {("a",): 1.0}), gauge("y", {("b",): 2.0})], True)
+    assert gzip.decompress(again) == want
+    assert gzip.decompress(g.gzip(r.parts(fams, True))) == expected(fams, True)
