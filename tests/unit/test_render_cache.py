@@ -220,3 +220,19 @@ def test_kept_gzip_runs_are_slices_of_the_last_body() -> None:
     want = expected([gauge("x", {("a",): 1.0}), gauge("y", {("b",): 2.0})], True)
     assert gzip.decompress(again) == want
     assert gzip.decompress(g.gzip(r.parts(fams, True))) == expected(fams, True)
+
+
+def test_a_family_body_is_rewritten_in_place_or_reordered() -> None:
+    """Each way a kept family body changes: values moved (runs copied around them),
+    the last series gone, series reordered or new, a zero's sign flipped."""
+    r, g = Renderer(), Gzipper(1)
+    base: dict[tuple[str, ...], float] = {(str(i),): float(i) for i in range(8)}
+    check(r, g, [gauge("x", base)])
+    check(r, g, [gauge("x", {**base, ("0",): 10.0, ("5",): 55.5, ("7",): 7e21})])
+    check(r, g, [gauge("x", {k: v for k, v in base.items() if k != ("7",)})])
+    check(r, g, [gauge("x", dict(reversed(base.items())))])
+    check(r, g, [gauge("x", {("new",): -0.0, **base})])
+    check(r, g, [gauge("x", {("new",): 0.0, **base})])
+    check(r, g, [gauge("x", {})])
+    check(r, g, [gauge("x", base)])
+    assert r.series() == 8
