@@ -37,7 +37,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from prometheus_client.core import Metric
@@ -45,7 +45,7 @@ from prometheus_client.core import Metric
 from .deflate import Gzipper
 from .inputs import PassResult, Sources
 from .node import build_info
-from .registry import pass_families
+from .registry import PassFamilies
 from .status import not_ready
 from .text import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, Renderer
 
@@ -68,8 +68,12 @@ class Rendered:
 
 
 class Published:
-    """One pass as served. Its data never changes; its families are built, and each
-    format rendered, at most once (the first call that needs them, under a lock)."""
+    """One pass as served. Its data never changes; each format is rendered at most
+    once (the first call that needs it, under a lock). Its families are built when
+    first needed and released after each render (:class:`~.registry.PassFamilies`):
+    a format asked for later in the pass builds the ``of_pass`` ones again (the same
+    families), and the pass no longer holds two copies of the exposition while the
+    next one is sampled and rendered."""
 
     def __init__(
         self,
@@ -88,7 +92,7 @@ class Published:
         self.failure = failure
         self.failed_passes = failed_passes
         self._sources = sources if sources is not None else Sources()
-        self._families: list[Metric] | None = None
+        self._families: PassFamilies | list[Metric] | None = None
         self._renders: dict[Variant, Rendered] = {}
         # Shared by the passes of one exposition: each render keeps what the next
         # one can reuse (text.Renderer, deflate.Gzipper).
@@ -126,12 +130,14 @@ class Published:
             return self._families_locked()
 
     def _families_locked(self) -> list[Metric]:
-        if self._families is None:
+        fams = self._families
+        if fams is None:
             if self.result is None:
-                self._families = [*build_info(), *not_ready(self.failed_passes)]
+                fams = [*build_info(), *not_ready(self.failed_passes)]
             else:
-                self._families = pass_families(self.result, self._sources)
-        return self._families
+                fams = PassFamilies(self.result, self._sources)
+            self._families = fams
+        return fams.families() if isinstance(fams, PassFamilies) else fams
 
     def metrics(self, openmetrics: bool, gzipped: bool) -> Rendered:
         """The exposition in one format, rendered on the first call for it."""
@@ -143,7 +149,21 @@ class Published:
             hit = self._renders.get(variant)
             if hit is None:
                 hit = self._renders[variant] = self._render(openmetrics, gzipped)
+                self._release()
         return hit
+
+    def prerender(self, variants: Iterable[Variant]) -> None:
+        """Render ``variants`` now (those not rendered yet), then release the families."""
+        with self._lock:
+            for openmetrics, gzipped in variants:
+                if (openmetrics, gzipped) not in self._renders:
+                    rendered = self._render(openmetrics, gzipped)
+                    self._renders[(openmetrics, gzipped)] = rendered
+            self._release()
+
+    def _release(self) -> None:
+        if isinstance(self._families, PassFamilies):
+            self._families.release()
 
     def _render(self, openmetrics: bool, gzipped: bool) -> Rendered:
         ctype = OPENMETRICS_CONTENT_TYPE if openmetrics else TEXT_CONTENT_TYPE
@@ -250,8 +270,7 @@ class Exposition:
             gzipper=self._gzipper,
         )
         if self.render_mode == "pass":
-            for variant in self.due(self.clock() if now is None else now):
-                pub.metrics(*variant)
+            pub.prerender(self.due(self.clock() if now is None else now))
         self._current = pub  # one reference: a request sees this pass or the last
         return pub
 

@@ -25,7 +25,8 @@ from prometheus_client.samples import Sample
 
 from exporter.agent import Agent, AgentConfig
 from exporter.exposition.published import accepts_gzip, wants_openmetrics
-from exporter.exposition.text import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE
+from exporter.exposition.registry import PassFamilies
+from exporter.exposition.text import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, render
 from exporter.findings import load_thresholds
 from exporter.findings.model import Finding
 from exporter.findings.thresholds import Thresholds
@@ -224,6 +225,28 @@ def test_an_unexpected_scrape_is_served_anyway(node: Path) -> None:
     assert pub.rendered == frozenset()  # nobody has ever asked
     body = agent.exposition.serve("", "").body
     assert b"contention_sampler_ready 1.0" in body
+
+
+def test_a_format_asked_for_later_in_the_pass_rebuilds_the_same_families(node: Path) -> None:
+    """After the expected render the pass releases its families; a format nobody
+    expected builds those of the pass again (the same bytes as built the first time)
+    and keeps the live ones (process, HTTP, status: built once per pass)."""
+    agent = make_agent(node, interval=5.0, render="pass")
+    ex = agent.exposition
+    ex.serve(PROMETHEUS_ACCEPT, "gzip", now=0.0)  # a scraper: expected from now on
+    pub = ex.publish(agent.evaluate(agent.sampler.run_once(now=1_700_000_005.0)), now=5.0)
+    assert pub.rendered == {(True, True)}
+    built = pub._families
+    assert isinstance(built, PassFamilies)
+    released = {c.name: fams for c, fams in built._built}
+    assert released["containers"] is None and released["status"] is not None
+    fams = pub.families()  # built again
+    status = [m for m in fams if m.name == "contention_collector_success"]
+    assert status and status[0] in released["status"]  # the very same, not rebuilt
+    for om in (False, True):
+        assert pub.metrics(om, False).body == render(fams, om)
+    assert gzip.decompress(pub.metrics(True, True).body) == render(fams, True)
+    assert {c.name: fams for c, fams in built._built}["containers"] is None
 
 
 def test_content_negotiation() -> None:
