@@ -209,6 +209,14 @@ def scene(exporter: ExporterProcess, v2_layout: LabLayout) -> Iterator[Scene]:
             os.unlink(data)
 
 
+def test_the_exporter_serves_the_pure_v2_guest(exporter: ExporterProcess) -> None:
+    """The scene's first phase: the session's exporter starts (its imports alone take
+    most of a minute under TCG) and says the node is pure cgroup v2."""
+    s = exporter.scrape()
+    info = s.select("contention_node_info")
+    assert [x.labels.get("cgroup_mode") for x in info] == ["v2"], info
+
+
 def test_cpu_max_throttling(scene: Scene) -> None:
     """200m limit (cpu.max 20000 100000), 4 busy threads: ~0.2 cores, throttled in
     >= 90 % of its periods, throttled time and PSI from the v2 files (the ``throttled`` lab)."""
