@@ -20,7 +20,10 @@
 #     image build (core)  scripts/build-image.sh --flavor core, once, for the guest (its
 #                         image tests run last and wait for it) and the host's image
 #                         tests (root only)
-#     unit, fuzz, image   pytest tests/unit -m "not untimed", tests/fuzz, tests/image
+#     unit, fuzz          pytest tests/unit -m "not untimed", tests/fuzz
+#     image build (bcc)   scripts/build-image.sh --flavor bcc, for the host's image tests
+#                         (root only)
+#     image               pytest tests/image, on the two images built
 #   and once they are done, on a machine quiet but for the idle lanes, the real-kernel
 #   lanes:
 #     kernel              pytest tests/integration -m "not any_load and not lab_cpu"
@@ -63,6 +66,7 @@ VMDIR="$RESULTS/vm"
 # The core image for the guest and the image tests: inside the checkout, which the
 # guest sees at the same path (the results directory might be elsewhere).
 IMAGE="$ROOT/build/test-image"
+IMAGE_BCC="$ROOT/build/test-image-bcc"
 
 now() { date +%s.%N; }
 printf '#started\t%s\n' "$(now)" >"$LANES"
@@ -323,31 +327,54 @@ beside_wait() {
   BESIDE_PID=""
 }
 
+# build_image_once FLAVOR DIR LOG
 build_image_once() {
-  rm -rf "$IMAGE"
-  mkdir -p "$IMAGE" || return 1
+  rm -rf "$2"
+  mkdir -p "$2" || return 1
   # stderr shown as it comes and kept (its tail is the reason handed on when it fails);
   # stdout (the image's reference) kept for the image tests
-  bash scripts/build-image.sh --flavor core --out "$IMAGE" 2>&1 >"$IMAGE/build-image.stdout" |
-    tee "$RESULTS/image-build.log" >&2
+  bash scripts/build-image.sh --flavor "$1" --out "$2" 2>&1 >"$2/build-image.stdout" |
+    tee "$3" >&2
   return "${PIPESTATUS[0]}"
 }
 
-# A download from Debian's archive that fails (seen: mmdebstrap's "apt download failed"
-# in one clean-clone run, the mirror answering again a minute later) is retried once;
-# any other failure is the build's own and is not.
-build_core_image() {
-  build_image_once && return 0
+# build_image FLAVOR DIR: a download from Debian's archive that fails (seen: mmdebstrap's
+# "apt download failed" in one clean-clone run, the mirror answering again a minute
+# later) is retried once; any other failure is the build's own and is not. The log is
+# $RESULTS/image-build.log for core, image-build-FLAVOR.log for the others.
+build_image() {
+  local log="$RESULTS/image-build.log"
+  [ "$1" = core ] || log="$RESULTS/image-build-$1.log"
+  build_image_once "$1" "$2" "$log" && return 0
   local rc=$?
   if grep -qE 'apt download failed|Failed to fetch|Temporary failure resolving|Could not connect' \
-    "$RESULTS/image-build.log"; then
-    cp "$RESULTS/image-build.log" "$RESULTS/image-build.first-attempt.log"
-    echo "test.sh: the image build failed downloading from Debian's archive; retrying once" >&2
+    "$log"; then
+    cp "$log" "${log%.log}.first-attempt.log"
+    echo "test.sh: the $1 image build failed downloading from Debian's archive; retrying once" >&2
     sleep 10
-    build_image_once
+    build_image_once "$1" "$2" "$log"
     return $?
   fi
   return "$rc"
+}
+
+# image_built FLAVOR DIR: after its build lane, the image tests' environment for it
+# (CONTENTION_IMAGE_<FLAVOR>_DIR, or _ERROR with the reason) appended to image_tests,
+# and DIR.status written (0, or the exit status then the reason) for the guest.
+image_built() {
+  local var why
+  var="CONTENTION_IMAGE_$(printf '%s' "$1" | tr '[:lower:]' '[:upper:]')"
+  if [ "$LAST_RC" -eq 0 ] && [ -f "$2/rootfs-$1.tar" ]; then
+    image_tests+=("${var}_DIR=$2")
+    printf '0\n' >"$2.status.tmp"
+  else
+    local log="$RESULTS/image-build.log"
+    [ "$1" = core ] || log="$RESULTS/image-build-$1.log"
+    why="scripts/build-image.sh failed: $(tail -n 3 "$log" | paste -sd '|' | sed 's/|/ | /g')"
+    image_tests+=("${var}_ERROR=$why")
+    printf '%s\n%s\n' "$([ "$LAST_RC" -ne 0 ] && echo "$LAST_RC" || echo 1)" "$why" >"$2.status.tmp"
+  fi
+  mv -f "$2.status.tmp" "$2.status"
 }
 
 ci="$(printf '%s' "${CI:-}" | tr '[:upper:]' '[:lower:]')"
@@ -471,22 +498,20 @@ else
     else
       left_out "VM lane" CONTENTION_VM_LANE=0 vm
     fi
-    lane "image build (core)" step - build_core_image
-    if [ "$LAST_RC" -eq 0 ] && [ -f "$IMAGE/rootfs-core.tar" ]; then
-      image_tests=("CONTENTION_IMAGE_CORE_DIR=$IMAGE")
-      printf '0\n' >"$IMAGE.status.tmp"
-    else
-      why="scripts/build-image.sh failed: $(tail -n 3 "$RESULTS/image-build.log" | paste -sd '|' | sed 's/|/ | /g')"
-      image_tests=("CONTENTION_IMAGE_CORE_ERROR=$why")
-      printf '%s\n%s\n' "$([ "$LAST_RC" -ne 0 ] && echo "$LAST_RC" || echo 1)" "$why" >"$IMAGE.status.tmp"
-    fi
-    mv -f "$IMAGE.status.tmp" "$IMAGE.status"
+    lane "image build (core)" step - build_image core "$IMAGE"
+    image_built core "$IMAGE"
   fi
 
   # Over every CPU (pytest-xdist, as make check): beside the guests they get what the
   # guests leave, and once the guests are done both CPUs instead of one.
   pytest_lane unit tests/unit -- -n auto --dist worksteal -m "not untimed"
   pytest_lane fuzz tests/fuzz -- -n auto --dist worksteal
+  if [ "$(id -u)" -eq 0 ]; then
+    # The BCC flavour is only the host's image tests': built here, where they used to
+    # build it themselves, so the build is a timed step and not a test's setup.
+    lane "image build (bcc)" step - build_image bcc "$IMAGE_BCC"
+    image_built bcc "$IMAGE_BCC"
+  fi
   pytest_lane image tests/image "${image_tests[@]}"
   # The real-kernel and end-to-end tests whose verdicts hold on a busy machine (marker
   # any_load: cleanup, counters, leaks, scrape and routing): beside the lab-CPU lane,
@@ -496,7 +521,7 @@ else
   [ "$two_cpus" = 1 ] || pytest_lane "any load" tests/integration -- tests/e2e -m any_load
 
   [ "${#VM_PIDS[@]}" -eq 0 ] || vm_wait
-  rm -rf "$IMAGE" "$IMAGE.status"
+  rm -rf "$IMAGE" "$IMAGE.status" "$IMAGE_BCC" "$IMAGE_BCC.status"
   # Real-kernel lanes last, alone but for the idle lanes: timing-sensitive, they need a
   # quiet machine.
   if [ "$two_cpus" = 1 ]; then

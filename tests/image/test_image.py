@@ -39,8 +39,11 @@ ROOT = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 FLAVORS = ("core", "bcc")
 COMPILERS = ("gcc", "cc", "c++", "clang", "ld", "as", "make", "pip", "pip3", "tcc")
-PREBUILT_CORE = "CONTENTION_IMAGE_CORE_DIR"
-PREBUILT_CORE_ERROR = "CONTENTION_IMAGE_CORE_ERROR"
+# scripts/test.sh builds each flavour in a lane of its own and hands it on in
+# CONTENTION_IMAGE_<FLAVOR>_DIR (or why the build failed in ..._ERROR); without them,
+# the fixture builds the image itself.
+PREBUILT = "CONTENTION_IMAGE_{}_DIR"
+PREBUILT_ERROR = "CONTENTION_IMAGE_{}_ERROR"
 
 
 @dataclass
@@ -81,11 +84,11 @@ def image(
         pytest.skip("building the image needs root (mmdebstrap root mode, chroot)")
     flavor = request.param
     work = tmp_path_factory.mktemp(f"image-{flavor}")
-    prebuilt = os.environ.get(PREBUILT_CORE, "") if flavor == "core" else ""
-    failed = os.environ.get(PREBUILT_CORE_ERROR, "") if flavor == "core" else ""
+    prebuilt = os.environ.get(PREBUILT.format(flavor.upper()), "")
+    failed = os.environ.get(PREBUILT_ERROR.format(flavor.upper()), "")
     if failed:
-        pytest.fail(f"the core image scripts/test.sh built for these tests: {failed}")
-    if prebuilt:  # not removed here: the VM lane's guest uses the same directory
+        pytest.fail(f"the {flavor} image scripts/test.sh built for these tests: {failed}")
+    if prebuilt:  # not removed here: scripts/test.sh removes it (the guest uses core's)
         out = Path(prebuilt)
         stdout = (out / "build-image.stdout").read_text()
     else:
