@@ -211,8 +211,8 @@ def await_labs(
     """Wait until, for every lab, /findings and the webhook hold exactly its expected
     findings and alerts (and Prometheus agrees); raise :class:`ForbiddenFinding` at
     once on a forbidden finding kind for a lab container. Returns what was seen when
-    they agreed. ``findings_only``: until /findings holds them (a scene's first phase;
-    its second waits for all of it)."""
+    they agreed. ``findings_only``: until /findings holds at least them (a scene's first
+    phase; its second waits for all of it, exactly)."""
     paths: set[str] = set()
     pods: set[str] = set()  # alerts name a lab container by namespace/pod/container
     want_keys: set[tuple[str, str, str, str | None]] = set()
@@ -242,7 +242,10 @@ def await_labs(
             state["forbidden"] = forbidden
             return True  # stop waiting: raised below
         if findings_only:
-            found = {finding_key(f) for f in rows} == want_findings
+            # Present, not yet exactly: a side finding (db's cpu-contended while the guest is
+            # short of memory, docs/labs.md) can take minutes to clear, and that wait is the
+            # next phase's, which wants exactly the expected set.
+            found = want_findings <= {finding_key(f) for f in rows}
             return found and time.time() - t0 >= MIN_LAB_SECONDS
         notes = [n for n in chain.webhook.snapshot() if n.labels.get("pod") in pods]
         firing = [
@@ -403,8 +406,8 @@ def test_throttled_and_memory_limit_thrash_found(
     lab_thresholds: Thresholds,
     memory_fix: MemoryFix,
 ) -> None:
-    """The scene's first phase: the three labs start, and /findings holds exactly their
-    expected findings (the second phase waits for the alerts to agree)."""
+    """The scene's first phase: the three labs start, and /findings holds their expected
+    findings (the second phase waits for exactly them and for the alerts to agree)."""
     scratch = os.environ.get("CONTENTION_VM_SCRATCH")
     assert scratch, "the guest has no scratch disk"
     fix = memory_fix
@@ -766,8 +769,8 @@ def test_memory_pressure_builds(
 def test_memory_pressure_found(
     exporter: ExporterProcess, chain: Chain, lab_thresholds: Thresholds, pressure: PressureScene
 ) -> None:
-    """memory-pressure's second phase: /findings holds exactly its expected findings
-    (the third waits for the alerts to agree)."""
+    """memory-pressure's second phase: /findings holds its expected findings (the third
+    waits for exactly them and for the alerts to agree)."""
     lab, run = PRESSURE, pressure.run
     try:
         if run is None:
