@@ -326,8 +326,8 @@ class MemoryFix:
     ``memory_stack`` until :func:`test_memory_limit_thrash_closed_loop` closes it, the
     service's in ``stack`` until :func:`test_throttled_steady_closed_loop` closes both,
     or the module ends. The scene's first phase starts the three labs
-    (:func:`test_throttled_and_memory_limit_thrash_found`); ``throttled``'s run stays
-    open in ``throttled_stack`` until the second has seen the alerts."""
+    (:func:`test_throttled_and_memory_limit_thrash_start`); ``throttled``'s run stays
+    open in ``throttled_stack`` until the third has seen the alerts."""
 
     stack: ExitStack = field(default_factory=ExitStack)  # every run, closed last
     memory_stack: ExitStack = field(default_factory=ExitStack)  # the thrasher's run
@@ -397,17 +397,41 @@ def _await_scene(
     return await_labs(labs, exporter, chain, fix.t0, lambda: _scene_kernel(fix), th, findings_only)
 
 
+PREMISE_SPAN_S = 10.0  # the kernel's counters over this span say the premise holds now
+PREMISE_MINUTE_S = 10.0  # a minute is watched whole if its first pass is this far in
+
+
+def _scene_premise(fix: MemoryFix, th: Thresholds) -> tuple[bool, dict[str, Any]]:
+    """The scene's premise, from the kernel over the last PREMISE_SPAN_S: each
+    ``cpu-throttled`` victim throttled in more than ``throttledRatioMax`` of its periods,
+    and memory-limit-thrash's victim refaulting at ``refaultPerMin`` or more."""
+    assert fix.throttled is not None and fix.steady is not None and fix.run is not None
+    cpu_runs = ((THROTTLED, fix.throttled), (STEADY, fix.steady))
+    marks = [run.mark() for _, run in cpu_runs]
+    memory_mark = fix.run.mark()
+    time.sleep(PREMISE_SPAN_S)
+    held, numbers = True, {}
+    for (lab, run), mark in zip(cpu_runs, marks, strict=True):
+        m = run.measure(since=mark)
+        numbers[lab.name] = {r: x.as_dict() for r, x in m.items()}
+        for e in lab.expect:
+            ratio = m[e.victim].throttled_ratio if e.victim in m else None
+            if e.kind == "cpu-throttled" and (ratio or 0.0) <= th.throttled_ratio_max:
+                held = False
+    thrash = numbers[THRASH.name] = fix.run.measure(since=memory_mark)
+    victim = thrash.get(THRASH.expect[0].victim) or {}
+    return held and (victim.get("refaults_per_min") or 0.0) >= th.refault_per_min, numbers
+
+
 @pytest.mark.timeout(LAB_TIMEOUT + 200)
-def test_throttled_and_memory_limit_thrash_found(
-    exporter: ExporterProcess,
-    chain: Chain,
+def test_throttled_and_memory_limit_thrash_start(
     metadata: MetadataFile,
     v2_layout: LabLayout,
     lab_thresholds: Thresholds,
     memory_fix: MemoryFix,
 ) -> None:
-    """The scene's first phase: the three labs start, and /findings holds their expected
-    findings (the second phase waits for exactly them and for the alerts to agree)."""
+    """The scene's first phase, on the kernel's side: the three labs start, and their
+    victims are throttled and thrashing (:func:`_scene_premise`)."""
     scratch = os.environ.get("CONTENTION_VM_SCRATCH")
     assert scratch, "the guest has no scratch disk"
     fix = memory_fix
@@ -425,6 +449,32 @@ def test_throttled_and_memory_limit_thrash_found(
         fix.throttled = fix.throttled_stack.enter_context(
             LabRun(THROTTLED, seconds=2 * LAB_TIMEOUT + 60, metadata=metadata, layout=v2_layout)
         )
+        held, numbers = _scene_premise(fix, lab_thresholds)
+        while not held and time.time() < fix.t0 + LAB_TIMEOUT:
+            held, numbers = _scene_premise(fix, lab_thresholds)
+        assert held, f"the labs' premise did not hold in {LAB_TIMEOUT:.0f} s: {numbers}"
+    except BaseException:
+        fix.stack.close()  # no scene for the next phase: the labs stop here
+        fix.throttled = None
+        raise
+    # No wait for a minute to begin, unlike memory-pressure's premise: the labs' minutes
+    # count from their containers' start, not from when the premise held.
+    print(f"premise after {time.time() - fix.t0:.1f} s: {json.dumps(numbers)}")
+
+
+@pytest.mark.timeout(LAB_TIMEOUT + 200)
+def test_throttled_and_memory_limit_thrash_found(
+    exporter: ExporterProcess,
+    chain: Chain,
+    lab_thresholds: Thresholds,
+    memory_fix: MemoryFix,
+) -> None:
+    """The scene's second phase: /findings holds the labs' expected findings (the third
+    waits for exactly them and for the alerts to agree)."""
+    fix = memory_fix
+    try:
+        if fix.throttled is None:
+            pytest.fail("no labs: test_throttled_and_memory_limit_thrash_start did not start them")
         state = _await_scene(fix, exporter, chain, lab_thresholds, findings_only=True)
     except BaseException:
         fix.stack.close()  # no scene for the next phase: the labs stop here
@@ -441,12 +491,13 @@ def test_throttled_and_memory_limit_thrash(
     lab_thresholds: Thresholds,
     memory_fix: MemoryFix,
 ) -> None:
-    """The scene's second phase: the alerts agree with the findings at the webhook and
-    in Prometheus; ``throttled`` stops, and the closed loop's fixes are applied."""
+    """The scene's third phase: exactly the expected findings, and the alerts agree
+    with them at the webhook and in Prometheus; ``throttled`` stops, and the closed
+    loop's fixes are applied."""
     fix = memory_fix
     try:
         if fix.throttled is None or fix.steady is None or fix.run is None:
-            pytest.fail("no scene: test_throttled_and_memory_limit_thrash_found did not start it")
+            pytest.fail("no scene: test_throttled_and_memory_limit_thrash_start did not start it")
         state = _await_scene(fix, exporter, chain, lab_thresholds)
         numbers = _scene_kernel(fix)
         fix.throttled_stack.close()
@@ -711,10 +762,6 @@ def pressure() -> Iterator[PressureScene]:
 
 
 PRESSURE = get_memory_lab("memory-pressure")
-
-
-PREMISE_SPAN_S = 10.0  # the kernel's counters over this span say the premise holds now
-PREMISE_MINUTE_S = 10.0  # a minute is watched whole if its first pass is this far in
 
 
 def _pressure_now(run: MemoryLabRun, th: Thresholds) -> tuple[bool, dict[str, Any]]:
