@@ -8,15 +8,7 @@ import sys
 from pathlib import Path
 
 from ..findings.thresholds import ThresholdsError
-from ..rules.pack import (
-    DEFAULT_INTERVAL,
-    RULE_FILE,
-    check_interval,
-    render_files,
-    render_rule_file,
-)
-from ..rules.promtool import PromtoolMissing, check_rules
-from ..yamlout import dump_yaml
+from ..rules import DEFAULT_INTERVAL
 from .common import (
     add_config_argument,
     add_generate_arguments,
@@ -37,7 +29,13 @@ GENERATE_DESCRIPTION = (
 )
 
 
+# The rule pack (exporter.rules.pack and what it imports) is imported where a command
+# uses it: the exporter builds every command's parser at start, and never needs it.
+
+
 def _interval(text: str) -> str:
+    from ..rules.pack import check_interval
+
     try:
         return check_interval(text)
     except ValueError as e:
@@ -87,6 +85,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    from ..rules.pack import RULE_FILE, render_files
+    from ..rules.promtool import PromtoolMissing, check_rules
+
     warn_renamed(args)
     th = thresholds_or_exit(args.config)
     if th is None:
@@ -110,6 +111,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_print(args: argparse.Namespace) -> int:
+    from ..rules.pack import render_rule_file
+    from ..yamlout import dump_yaml
+
     warn_renamed(args)
     th = thresholds_or_exit(args.config)
     if th is None:

@@ -11,8 +11,6 @@ import threading
 
 from ..agent import Agent
 from ..selftest.cgroups import PREFIX
-from ..selftest.run import Options
-from ..selftest.service import SelftestService
 from ..server import METRICS_PATH, App, Server, check_metrics_path
 from ..web.config import WebConfigError, WebConfigSource
 from .common import (
@@ -131,6 +129,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         log.warning("Kubernetes API not synced yet: naming cgroups by path until it is")
     service = None
     if args.selftest_enabled:
+        # Imported only when enabled (off by default): the self-test's run, load and
+        # report are ≈ 0.4 MB of modules a node that never runs it does not hold.
+        from ..selftest.run import Options
+        from ..selftest.service import SelftestService
+
         service = SelftestService(
             agent.facts,
             lambda: agent.thresholds,

@@ -17,13 +17,11 @@ import time
 import urllib.error
 import urllib.request
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agent import Agent
+from ..selftest import DEFAULT_SECONDS
 from ..selftest.hosting import EXIT_EXPORTER, EXIT_INTERRUPTED, EXIT_USAGE, CannotHost
-from ..selftest.load import LoadError
-from ..selftest.report import Report, summary
-from ..selftest.run import DEFAULT_SECONDS, Options, Selftest, run_with
 from .common import (
     DEFAULT_PORT,
     add_node_arguments,
@@ -32,6 +30,12 @@ from .common import (
     thresholds_or_exit,
 )
 from .logs import setup_logging
+
+# The self-test itself (its run, load, report) is imported where it runs: the exporter
+# builds every command's parser at start, and needs it only with --selftest.enabled.
+if TYPE_CHECKING:
+    from ..selftest.report import Report
+    from ..selftest.run import Selftest
 
 DESCRIPTION = (
     "Make a victim and a bully in cgroups of this self-test's own on this node (bounded "
@@ -94,6 +98,8 @@ def _on_signal(signum: int, _frame: FrameType | None) -> None:
 
 
 def _emit(report: Report, as_json: bool) -> int:
+    from ..selftest.report import summary
+
     if as_json:
         json.dump(report.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -113,6 +119,9 @@ def _fail(code: int, message: str, as_json: bool) -> int:
 def cmd_selftest(args: argparse.Namespace) -> int:
     if args.selftest_url:
         return _remote(args)
+    from ..selftest.load import LoadError
+    from ..selftest.run import Options, Selftest, run_with
+
     setup_logging(args.log_level, args.log_format)
     th = thresholds_or_exit(args.config)
     if th is None:
@@ -155,6 +164,8 @@ def _drive(agent: Agent, test: Selftest, on_pass: Any) -> None:
 
 def _remote(args: argparse.Namespace) -> int:
     """Ask a running exporter to run it; poll until it has a report."""
+    from ..selftest.report import Report
+
     base = args.selftest_url.rstrip("/")
     try:
         started = _http(f"{base}/selftest?timeout={args.selftest_seconds:g}", b"")

@@ -11,3 +11,8 @@
 
 The PromQL facts the pack shares with the dashboards are in ``exporter.promql``.
 """
+
+# How often Prometheus evaluates the group, unless ``rules generate --interval`` says
+# otherwise; here, not in ``pack``, so the command line's defaults do not import the
+# rule pack (every command's parser is built when the exporter starts).
+DEFAULT_INTERVAL = "1m"

@@ -12,13 +12,12 @@ from typing import Any
 from ..findings.model import Kind
 from ..findings.thresholds import Thresholds, duration_ms
 from ..yamlout import dump_yaml
-from . import health, inhibit
+from . import DEFAULT_INTERVAL, health, inhibit
 from .alert import check_disabled, enabled
 from .finding_alerts import ALERT_NAMES, alert_rules
 from .recording import recording_rules
 
 GROUP = "contention"
-DEFAULT_INTERVAL = "1m"
 
 
 def check_interval(interval: str) -> str:

@@ -34,7 +34,7 @@ from ..findings.thresholds import Thresholds
 from ..probe.fold import ProbeSnapshot
 from ..sampler.snapshot import Snapshot
 from ..window.model import Window
-from . import bpfstats
+from . import DEFAULT_SECONDS, bpfstats
 from .cgroups import PREFIX, Role, SelftestCgroups, place, remove_stale
 from .hosting import EXIT_UNSUPPORTED, CannotHost, check_layout
 from .load import Process, spawn_load, spawn_watchdog
@@ -49,7 +49,6 @@ VICTIM_SHARES = 102
 # nice 10 is the kernel's weight 110, to the bully's 1024 at nice 0.
 VICTIM_NICE = 10
 LIMIT_CORES = 0.2
-DEFAULT_SECONDS = 240.0
 
 
 def selftest_thresholds(base: Thresholds) -> Thresholds:

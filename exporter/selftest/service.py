@@ -16,10 +16,11 @@ from ..cgroupfs.mode import NodeLayout
 from ..findings.thresholds import Thresholds
 from ..sampler.snapshot import Snapshot
 from ..window.model import Window
+from . import DEFAULT_SECONDS
 from .hosting import CannotHost
 from .load import LoadError
 from .report import summary
-from .run import DEFAULT_SECONDS, Options, Selftest
+from .run import Options, Selftest
 
 log = logging.getLogger(__name__)
 

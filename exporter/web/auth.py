@@ -18,8 +18,6 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from functools import cache
 
-import bcrypt
-
 CACHE_SIZE = 1024
 
 
@@ -38,8 +36,19 @@ def parse_basic(header: str | None) -> tuple[str, bytes] | None:
         return None
 
 
+def _checkpw(password: bytes, hashed: bytes) -> bool:
+    # Imported at the first check: a node without basic auth never needs bcrypt (its
+    # module and its Rust library, ≈ 0.4 MB of RSS).
+    import bcrypt
+
+    ok: bool = bcrypt.checkpw(password, hashed)
+    return ok
+
+
 @cache
 def _decoy() -> bytes:
+    import bcrypt
+
     return bcrypt.hashpw(b"no such user", bcrypt.gensalt(rounds=10))
 
 
@@ -79,7 +88,7 @@ class Authenticator:
         key, hashed = self._key(users, user, password)
         with self._bcrypt:
             try:
-                ok = bcrypt.checkpw(password, hashed or _decoy()) and bool(hashed)
+                ok = _checkpw(password, hashed or _decoy()) and bool(hashed)
             except ValueError:  # e.g. a password over bcrypt's 72 bytes
                 ok = False
         with self._lock:
