@@ -390,10 +390,12 @@ def _us(v: float) -> float:
 
 def tune_gc() -> None:
     """What the exporter process does after its first pass (``tune_gc``: the collector's
-    thresholds; a revision without it: nothing). Process-wide, so it holds for every
-    measurement after it."""
+    thresholds; a revision without it: nothing), and, as late as that, what it does
+    before its first (``tune_malloc``: glibc's mmap threshold). Process-wide, so it holds
+    for every measurement after it."""
     from exporter.commands import run
 
+    getattr(run, "tune_malloc", lambda: None)()
     getattr(run, "tune_gc", lambda: None)()
 
 
@@ -927,7 +929,8 @@ def run_rss_child(tree: Tree, interval: float, busy: bool) -> dict[str, Any]:
     exporter's own WSGI app (default render mode): RSS then, and its peak."""
     import importlib
 
-    importlib.import_module("exporter.commands.run")  # what the exporter process loads
+    run = importlib.import_module("exporter.commands.run")  # what the exporter process loads
+    getattr(run, "tune_malloc", lambda: None)()  # what it does before its first pass
     from exporter.agent import Agent, AgentConfig
     from exporter.findings import load_thresholds
     from exporter.probe import ProbeConfig
