@@ -182,3 +182,43 @@ def test_demo_lists_the_labs_from_this_checkout(capsys: pytest.CaptureFixture[st
     assert main(["demo", "--list"]) == 0
     out = capsys.readouterr().out
     assert "noisy-neighbor" in out and "memory-pressure" in out
+
+
+def test_the_exporter_does_not_import_what_only_other_commands_use() -> None:
+    """Every command's parser is built at start: the rule pack, the self-test's run and
+    bcrypt are imported where they are used, not by the exporter (bench/README.md: ≈ 1
+    MB of RSS)."""
+    import subprocess
+    import sys
+
+    lazy = ("exporter.rules.pack", "exporter.selftest.run", "exporter.yamlout", "bcrypt")
+    code = (
+        "import sys; from exporter.commands import build_parser; build_parser(); "
+        f"print([m for m in {lazy!r} if m in sys.modules])"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
+    assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_tune_malloc_leaves_a_threshold_the_environment_sets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from exporter.commands import run
+
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
+    assert run.tune_malloc() is False
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=65536")
+    assert run.tune_malloc() is False
+
+
+def test_tune_malloc_sets_glibc_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On glibc (the test machines, the image), mallopt takes it; elsewhere it is a no."""
+    import platform
+
+    from exporter.commands import run
+
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    assert run.tune_malloc() is (platform.libc_ver()[0] == "glibc")
