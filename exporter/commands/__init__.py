@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from .. import __version__
+from ..selftest.hosting import EXIT_INTERRUPTED
 from . import dashboards, demo, diagnose, findings, rules, run, selftest
 
 
@@ -98,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
-    if args.command is None:
-        return run.cmd_run(args)
-    return int(args.handler(args))
+    try:
+        if args.command is None:
+            return run.cmd_run(args)
+        return int(args.handler(args))
+    except KeyboardInterrupt:
+        # Ctrl-C before a command takes SIGINT over (loading the probe takes seconds):
+        # what it had set up was undone on the way out; a traceback would say nothing.
+        print("contention-exporter: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED

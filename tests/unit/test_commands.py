@@ -222,3 +222,19 @@ def test_tune_malloc_sets_glibc_threshold(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
     monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
     assert run.tune_malloc() is (platform.libc_ver()[0] == "glibc")
+
+
+def test_ctrl_c_before_a_command_takes_sigint_over_exits_130_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C while the probe loads (seconds, before `run` handles SIGINT) ends the
+    process as the shell expects, with one line, not a traceback."""
+    from exporter.commands import run as run_command
+
+    def interrupted(_args: argparse.Namespace) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_command, "cmd_run", interrupted)
+    assert main([]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "contention-exporter: interrupted" and "Traceback" not in err
