@@ -338,13 +338,18 @@ build_image_once() {
   return "${PIPESTATUS[0]}"
 }
 
+# image_log FLAVOR: where its build's output is kept ($RESULTS/image-build.log for core,
+# image-build-FLAVOR.log for the others)
+image_log() {
+  if [ "$1" = core ]; then echo "$RESULTS/image-build.log"; else echo "$RESULTS/image-build-$1.log"; fi
+}
+
 # build_image FLAVOR DIR: a download from Debian's archive that fails (seen: mmdebstrap's
 # "apt download failed" in one clean-clone run, the mirror answering again a minute
-# later) is retried once; any other failure is the build's own and is not. The log is
-# $RESULTS/image-build.log for core, image-build-FLAVOR.log for the others.
+# later) is retried once; any other failure is the build's own and is not.
 build_image() {
-  local log="$RESULTS/image-build.log"
-  [ "$1" = core ] || log="$RESULTS/image-build-$1.log"
+  local log
+  log="$(image_log "$1")"
   build_image_once "$1" "$2" "$log" && return 0
   local rc=$?
   if grep -qE 'apt download failed|Failed to fetch|Temporary failure resolving|Could not connect' \
@@ -368,9 +373,7 @@ image_built() {
     image_tests+=("${var}_DIR=$2")
     printf '0\n' >"$2.status.tmp"
   else
-    local log="$RESULTS/image-build.log"
-    [ "$1" = core ] || log="$RESULTS/image-build-$1.log"
-    why="scripts/build-image.sh failed: $(tail -n 3 "$log" | paste -sd '|' | sed 's/|/ | /g')"
+    why="scripts/build-image.sh failed: $(tail -n 3 "$(image_log "$1")" | paste -sd '|' | sed 's/|/ | /g')"
     image_tests+=("${var}_ERROR=$why")
     printf '%s\n%s\n' "$([ "$LAST_RC" -ne 0 ] && echo "$LAST_RC" || echo 1)" "$why" >"$2.status.tmp"
   fi
