@@ -35,7 +35,7 @@ import json
 import os
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -341,6 +341,11 @@ class MemoryFix:
     mark: Any = None
     cpu: CpuFix | None = None
 
+    def stop(self) -> None:
+        """No scene for the next phase: the labs stop here."""
+        self.stack.close()
+        self.throttled = None
+
 
 def test_the_chain_is_up_in_the_guest(exporter: ExporterProcess, chain: Chain) -> None:
     """Prometheus scrapes the guest's exporter, lists the Alertmanager and has the rule
@@ -374,6 +379,17 @@ THRASH = get_memory_lab("memory-limit-thrash")
 def _whole(*labs: Lab | MemoryLab) -> list[tuple[AnyLab, list[str]]]:
     """Each lab with every one of its containers, for :func:`await_labs`."""
     return [(lab, [b.role for b in lab.boxes]) for lab in labs]
+
+
+@contextmanager
+def _or_the_scene_stops(scene: MemoryFix | PressureScene) -> Iterator[None]:
+    """A phase's body: on any failure its scene stops, and the next phases, finding
+    none, fail at once instead of waiting out their bounds."""
+    try:
+        yield
+    except BaseException:
+        scene.stop()
+        raise
 
 
 def _scene_kernel(fix: MemoryFix) -> dict[str, Any]:
@@ -436,7 +452,7 @@ def test_throttled_and_memory_limit_thrash_start(
     assert scratch, "the guest has no scratch disk"
     fix = memory_fix
     fix.t0 = time.time()
-    try:
+    with _or_the_scene_stops(fix):
         # From here to the CPU closed loop's verdict the guest measures throttling, which
         # a busy host inflates: it asks to run ahead of the host's lanes until then.
         fix.stack.enter_context(host_load.boosted())
@@ -453,10 +469,6 @@ def test_throttled_and_memory_limit_thrash_start(
         while not held and time.time() < fix.t0 + LAB_TIMEOUT:
             held, numbers = _scene_premise(fix, lab_thresholds)
         assert held, f"the labs' premise did not hold in {LAB_TIMEOUT:.0f} s: {numbers}"
-    except BaseException:
-        fix.stack.close()  # no scene for the next phase: the labs stop here
-        fix.throttled = None
-        raise
     # No wait for a minute to begin, unlike memory-pressure's premise: the labs' minutes
     # count from their containers' start, not from when the premise held.
     print(f"premise after {time.time() - fix.t0:.1f} s: {json.dumps(numbers)}")
@@ -472,14 +484,10 @@ def test_throttled_and_memory_limit_thrash_found(
     """The scene's second phase: /findings holds the labs' expected findings (the third
     waits for exactly them and for the alerts to agree)."""
     fix = memory_fix
-    try:
+    with _or_the_scene_stops(fix):
         if fix.throttled is None:
             pytest.fail("no labs: test_throttled_and_memory_limit_thrash_start did not start them")
         state = _await_scene(fix, exporter, chain, lab_thresholds, findings_only=True)
-    except BaseException:
-        fix.stack.close()  # no scene for the next phase: the labs stop here
-        fix.throttled = None
-        raise
     print(f"found after {state['seconds_to_find']} s: {json.dumps(_summary(state['findings']))}")
 
 
@@ -753,6 +761,11 @@ class PressureScene:
     t0: float = 0.0
     run: MemoryLabRun | None = None
 
+    def stop(self) -> None:
+        """No lab for the next phase."""
+        self.stack.close()
+        self.run = None
+
 
 @pytest.fixture(scope="module")
 def pressure() -> Iterator[PressureScene]:
@@ -791,7 +804,7 @@ def test_memory_pressure_builds(
     assert scratch, "the guest has no scratch disk"
     pressure.t0 = time.time()
     deadline = pressure.t0 + LAB_TIMEOUT
-    try:
+    with _or_the_scene_stops(pressure):
         run = pressure.stack.enter_context(
             MemoryLabRun(
                 PRESSURE, 3 * LAB_TIMEOUT + 60, scratch, metadata=metadata, layout=v2_layout
@@ -802,10 +815,6 @@ def test_memory_pressure_builds(
         while not held and time.time() < deadline:
             held, numbers = _pressure_now(run, lab_thresholds)
         assert held, f"the guest never got short of memory in {LAB_TIMEOUT:.0f} s: {numbers}"
-    except BaseException:
-        pressure.stack.close()  # no lab for the next phase
-        pressure.run = None
-        raise
     into = time.time() % 60
     print(f"short of memory after {time.time() - pressure.t0:.1f} s: {json.dumps(numbers)}")
     if into > PREMISE_MINUTE_S:
@@ -819,7 +828,7 @@ def test_memory_pressure_found(
     """memory-pressure's second phase: /findings holds its expected findings (the third
     waits for exactly them and for the alerts to agree)."""
     lab, run = PRESSURE, pressure.run
-    try:
+    with _or_the_scene_stops(pressure):
         if run is None:
             pytest.fail("no lab: test_memory_pressure_builds did not start it")
         state = await_labs(
@@ -831,10 +840,6 @@ def test_memory_pressure_found(
             lab_thresholds,
             findings_only=True,
         )
-    except BaseException:
-        pressure.stack.close()  # no lab for the next phase
-        pressure.run = None
-        raise
     print(f"found after {state['seconds_to_find']} s: {json.dumps(_summary(state['findings']))}")
 
 
